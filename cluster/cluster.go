@@ -1,0 +1,188 @@
+// Package cluster describes the machines a plan runs on: devices, their
+// types (peak FLOP/s per element type, memory bandwidth, launch overhead),
+// the hosts they sit in and the links between them. Load reads the YAML
+// cluster file; Preset gives datasheet figures for common parts.
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/graph"
+)
+
+// DeviceType is a kind of accelerator or processor.
+type DeviceType struct {
+	Name string
+	// PeakFLOPS is peak throughput in FLOP/s per element type; types not
+	// listed run at the Float32 figure.
+	PeakFLOPS map[graph.DType]float64
+	// MemoryBandwidth is in bytes per second.
+	MemoryBandwidth float64
+	// LaunchOverhead is the fixed cost of starting one kernel, in seconds.
+	LaunchOverhead float64
+	// Memory is the default device memory in bytes.
+	Memory int64
+}
+
+// FLOPS returns the peak FLOP/s for element type dt.
+func (t *DeviceType) FLOPS(dt graph.DType) float64 {
+	if f, ok := t.PeakFLOPS[dt]; ok && f > 0 {
+		return f
+	}
+	return t.PeakFLOPS[graph.Float32]
+}
+
+// Device is one placement target.
+type Device struct {
+	Name string
+	Type *DeviceType
+	// Memory is the usable memory in bytes.
+	Memory int64
+	// Host is the index into Cluster.Hosts.
+	Host int
+}
+
+// Link is a communication path with a bandwidth and a latency.
+type Link struct {
+	// Kind is descriptive: nvlink, pcie, network, ...
+	Kind string
+	// Bandwidth is in bytes per second.
+	Bandwidth float64
+	// Latency is in seconds.
+	Latency float64
+}
+
+// Time is how long moving the given number of bytes over the link takes.
+func (l Link) Time(bytes int64) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return l.Latency + float64(bytes)/l.Bandwidth
+}
+
+// Host is a machine holding devices.
+type Host struct {
+	Name string
+	// Intra connects devices of this host that have no direct link.
+	Intra Link
+}
+
+// Cluster is the whole set of devices and the links between them.
+type Cluster struct {
+	Name    string
+	Hosts   []Host
+	Devices []Device
+	// Direct holds explicit device-to-device links (NVLink), keyed by
+	// device index pair with the smaller index first.
+	Direct map[[2]int]Link
+	// Network holds host-to-host links, keyed like Direct by host index.
+	Network map[[2]int]Link
+	// DefaultNetwork joins hosts with no explicit link.
+	DefaultNetwork Link
+}
+
+// Path returns the link a transfer from device a to device b uses: a
+// direct device link if there is one, else the host's intra-host link for
+// devices in one host, else the network between their hosts.
+func (c *Cluster) Path(a, b int) Link {
+	if a == b {
+		return Link{Kind: "local", Bandwidth: 0}
+	}
+	key := [2]int{min(a, b), max(a, b)}
+	if l, ok := c.Direct[key]; ok {
+		return l
+	}
+	ha, hb := c.Devices[a].Host, c.Devices[b].Host
+	if ha == hb {
+		return c.Hosts[ha].Intra
+	}
+	if l, ok := c.Network[[2]int{min(ha, hb), max(ha, hb)}]; ok {
+		return l
+	}
+	return c.DefaultNetwork
+}
+
+// TransferTime is the time to move bytes from device a to device b; zero
+// on the same device.
+func (c *Cluster) TransferTime(a, b int, bytes int64) float64 {
+	if a == b {
+		return 0
+	}
+	return c.Path(a, b).Time(bytes)
+}
+
+// DeviceIndex finds a device by name.
+func (c *Cluster) DeviceIndex(name string) (int, bool) {
+	for i := range c.Devices {
+		if c.Devices[i].Name == name {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// TotalMemory sums the memory of every device.
+func (c *Cluster) TotalMemory() int64 {
+	var s int64
+	for i := range c.Devices {
+		s += c.Devices[i].Memory
+	}
+	return s
+}
+
+// Validate checks the invariants every consumer relies on; Load calls it,
+// and programs that build a Cluster in Go should too.
+func (c *Cluster) Validate() error {
+	if len(c.Devices) == 0 {
+		return fmt.Errorf("cluster %q has no devices", c.Name)
+	}
+	seen := map[string]bool{}
+	for i, d := range c.Devices {
+		if d.Name == "" {
+			return fmt.Errorf("device %d has no name", i)
+		}
+		if seen[d.Name] {
+			return fmt.Errorf("device name %q is used twice", d.Name)
+		}
+		seen[d.Name] = true
+		if d.Type == nil {
+			return fmt.Errorf("device %q has no type", d.Name)
+		}
+		if d.Memory <= 0 {
+			return fmt.Errorf("device %q: memory must be positive", d.Name)
+		}
+		if d.Host < 0 || d.Host >= len(c.Hosts) {
+			return fmt.Errorf("device %q: host index %d out of range", d.Name, d.Host)
+		}
+		if d.Type.FLOPS(graph.Float32) <= 0 || d.Type.MemoryBandwidth <= 0 {
+			return fmt.Errorf("device %q: type %q needs positive float32 peak FLOP/s and memory bandwidth", d.Name, d.Type.Name)
+		}
+	}
+	check := func(what string, l Link) error {
+		if l.Bandwidth <= 0 || l.Latency < 0 {
+			return fmt.Errorf("%s: bandwidth must be positive and latency non-negative", what)
+		}
+		return nil
+	}
+	for _, h := range c.Hosts {
+		if err := check("host "+h.Name+" intra-host link", h.Intra); err != nil {
+			return err
+		}
+	}
+	for k, l := range c.Direct {
+		if err := check(fmt.Sprintf("link %s-%s", c.Devices[k[0]].Name, c.Devices[k[1]].Name), l); err != nil {
+			return err
+		}
+	}
+	for k, l := range c.Network {
+		if err := check(fmt.Sprintf("link %s-%s", c.Hosts[k[0]].Name, c.Hosts[k[1]].Name), l); err != nil {
+			return err
+		}
+	}
+	if len(c.Hosts) > 1 {
+		if err := check("default network", c.DefaultNetwork); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package graph
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Adjacency is the op-level edge structure of a graph in compressed form:
+// data edges (producer to consumer, once per pair) and control edges.
+type Adjacency struct {
+	succStart, predStart []int32
+	succ, pred           []OpID
+}
+
+// Succs returns the distinct direct successors of op, in ascending ID
+// order. The slice must not be modified.
+func (a *Adjacency) Succs(op OpID) []OpID { return a.succ[a.succStart[op]:a.succStart[op+1]] }
+
+// Preds returns the distinct direct predecessors of op, in ascending ID
+// order. The slice must not be modified.
+func (a *Adjacency) Preds(op OpID) []OpID { return a.pred[a.predStart[op]:a.predStart[op+1]] }
+
+// NumEdges is the number of distinct op-to-op edges.
+func (a *Adjacency) NumEdges() int { return len(a.succ) }
+
+// BuildAdjacency derives the op-level edges of g. It costs O(ops + edges)
+// time and two passes over the tensors; callers keep the result while the
+// graph does not change.
+func (g *Graph) BuildAdjacency() *Adjacency {
+	n := len(g.Ops)
+	type edge struct{ from, to OpID }
+	edges := make([]edge, 0, len(g.Tensors)+n)
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Producer == NoOp {
+			continue
+		}
+		for _, c := range t.Consumers {
+			if c != t.Producer {
+				edges = append(edges, edge{t.Producer, c})
+			}
+		}
+	}
+	for i := range g.Ops {
+		for _, d := range g.Ops[i].ControlDeps {
+			if d != OpID(i) {
+				edges = append(edges, edge{d, OpID(i)})
+			}
+		}
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if a.from != b.from {
+			return int(a.from - b.from)
+		}
+		return int(a.to - b.to)
+	})
+	edges = slices.Compact(edges)
+
+	a := &Adjacency{
+		succStart: make([]int32, n+1),
+		predStart: make([]int32, n+1),
+		succ:      make([]OpID, len(edges)),
+		pred:      make([]OpID, len(edges)),
+	}
+	for _, e := range edges {
+		a.succStart[e.from+1]++
+		a.predStart[e.to+1]++
+	}
+	for i := 0; i < n; i++ {
+		a.succStart[i+1] += a.succStart[i]
+		a.predStart[i+1] += a.predStart[i]
+	}
+	succFill := slices.Clone(a.succStart[:n])
+	predFill := slices.Clone(a.predStart[:n])
+	// edges are sorted by (from, to), so both lists come out ascending.
+	for _, e := range edges {
+		a.succ[succFill[e.from]] = e.to
+		succFill[e.from]++
+		a.pred[predFill[e.to]] = e.from
+		predFill[e.to]++
+	}
+	return a
+}
+
+// CycleError reports a cycle by the names of the ops on it.
+type CycleError struct {
+	Ops []string
+}
+
+func (e *CycleError) Error() string {
+	return fmt.Sprintf("the graph has a cycle: %s -> %s; an operator graph must be acyclic (check the inputs of these nodes)",
+		strings.Join(e.Ops, " -> "), e.Ops[0])
+}
+
+// TopoOrder returns the ops in a topological order that is stable: among
+// ops whose predecessors are all done, the one with the smallest ID (the
+// earliest added) comes first, so the same graph always gives the same
+// order. A cycle is returned as a *CycleError naming its ops.
+func (g *Graph) TopoOrder(adj *Adjacency) ([]OpID, error) {
+	n := len(g.Ops)
+	indeg := make([]int32, n)
+	for i := 0; i < n; i++ {
+		indeg[i] = int32(len(adj.Preds(OpID(i))))
+	}
+	ready := &idHeap{}
+	for i := 0; i < n; i++ {
+		if indeg[i] == 0 {
+			ready.push(OpID(i))
+		}
+	}
+	order := make([]OpID, 0, n)
+	for ready.len() > 0 {
+		v := ready.pop()
+		order = append(order, v)
+		for _, s := range adj.Succs(v) {
+			indeg[s]--
+			if indeg[s] == 0 {
+				ready.push(s)
+			}
+		}
+	}
+	if len(order) == n {
+		return order, nil
+	}
+	return nil, g.findCycle(adj, indeg)
+}
+
+// findCycle walks predecessors among the ops Kahn's algorithm could not
+// order (indeg > 0); every such op has a remaining predecessor, so the walk
+// must revisit an op, and the revisited stretch is a cycle.
+func (g *Graph) findCycle(adj *Adjacency, indeg []int32) *CycleError {
+	start := OpID(-1)
+	for i, d := range indeg {
+		if d > 0 {
+			start = OpID(i)
+			break
+		}
+	}
+	pos := map[OpID]int{}
+	var path []OpID
+	v := start
+	for {
+		if p, seen := pos[v]; seen {
+			cyc := path[p:]
+			slices.Reverse(cyc) // walked against the edges
+			names := make([]string, len(cyc))
+			for i, id := range cyc {
+				names[i] = g.Ops[id].Name
+			}
+			return &CycleError{Ops: names}
+		}
+		pos[v] = len(path)
+		path = append(path, v)
+		for _, p := range adj.Preds(v) {
+			if indeg[p] > 0 {
+				v = p
+				break
+			}
+		}
+	}
+}
+
+// idHeap is a binary min-heap of op IDs, hand-rolled because
+// container/heap's interface boxing doubles the cost of a million-op sort.
+type idHeap struct{ a []OpID }
+
+func (h *idHeap) len() int { return len(h.a) }
+
+func (h *idHeap) push(v OpID) {
+	h.a = append(h.a, v)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.a[p] <= h.a[i] {
+			break
+		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
+	}
+}
+
+func (h *idHeap) pop() OpID {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && h.a[l] < h.a[m] {
+			m = l
+		}
+		if r < last && h.a[r] < h.a[m] {
+			m = r
+		}
+		if m == i {
+			return top
+		}
+		h.a[m], h.a[i] = h.a[i], h.a[m]
+		i = m
+	}
+}
