@@ -1,0 +1,47 @@
+# opplace: `make setup` installs what the build and tests need, `make test`
+# runs the whole suite (CI runs exactly this), `make demo` plans a bundled
+# model on a bundled cluster.
+
+GO       ?= go
+BIN      := bin/opplace
+PKGS     := ./...
+BENCHTIME ?= 3x
+
+.PHONY: all setup build test bench lint fmt demo clean
+
+all: build
+
+# Debian packages: graphviz renders the DOT views (tests check they render).
+APT_PACKAGES := graphviz
+
+setup:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	$(GO) mod download
+
+build:
+	$(GO) build -o $(BIN) ./cmd/opplace
+
+test: build
+	$(GO) test -count=1 $(PKGS)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+demo: setup build
+	$(BIN) plan testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml -o table
+
+clean:
+	rm -rf bin

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/onnx"
+)
+
+// dimFlags are the flags that bind a model's dynamic dimensions; every
+// command that reads a model takes them.
+type dimFlags struct {
+	dims   []string
+	batch  int64
+	shapes []string
+}
+
+func (f *dimFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.dims, "dim", nil, "bind a symbolic dimension everywhere, NAME=VALUE (repeatable)")
+	fl.Int64Var(&f.batch, "batch", 0, "bind the leading dimension of every graph input whose leading dimension is dynamic")
+	fl.StringArrayVar(&f.shapes, "shape", nil, "set one input's whole shape, INPUT=D0,D1,... (repeatable)")
+}
+
+// options parses the flags into importer options.
+func (f *dimFlags) options() (onnx.Options, error) {
+	opts := onnx.Options{Batch: f.batch}
+	if f.batch < 0 {
+		return opts, usageError{fmt.Errorf("--batch %d: must be positive", f.batch)}
+	}
+	for _, d := range f.dims {
+		name, val, ok := strings.Cut(d, "=")
+		v, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if !ok || strings.TrimSpace(name) == "" || err != nil || v <= 0 {
+			return opts, usageError{fmt.Errorf("--dim %q: want NAME=VALUE with a positive integer value, e.g. --dim batch=16", d)}
+		}
+		if opts.Dims == nil {
+			opts.Dims = map[string]int64{}
+		}
+		opts.Dims[strings.TrimSpace(name)] = v
+	}
+	for _, s := range f.shapes {
+		name, list, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return opts, usageError{fmt.Errorf("--shape %q: want INPUT=D0,D1,..., e.g. --shape input_ids=16,128", s)}
+		}
+		var dims []int64
+		if strings.TrimSpace(list) != "" {
+			for _, part := range strings.Split(list, ",") {
+				v, err := strconv.ParseInt(strings.TrimSpace(part), 10, 64)
+				if err != nil || v <= 0 {
+					return opts, usageError{fmt.Errorf("--shape %q: dimension %q is not a positive integer", s, part)}
+				}
+				dims = append(dims, v)
+			}
+		}
+		if opts.Shapes == nil {
+			opts.Shapes = map[string][]int64{}
+		}
+		opts.Shapes[strings.TrimSpace(name)] = dims
+	}
+	return opts, nil
+}

@@ -1,0 +1,72 @@
+// Command opplace decides where every operator of a deep-learning graph
+// runs: it reads a model and a cluster description, places the graph's
+// ops on the cluster's devices under their memory limits, simulates the
+// step and writes a device-annotated plan.
+//
+// Exit codes: 0 success, 1 internal error, 2 invalid input (unreadable or
+// corrupt model, bad cluster file, bad flag, unbound dimension), 3 the
+// model cannot fit the cluster.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitInternal   = 1
+	exitInvalid    = 2
+	exitInfeasible = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns its exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	// Errors before a command starts running (unknown command, wrong
+	// argument count, missing flag) are usage errors.
+	started := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "opplace: %v\n", err)
+	if !started {
+		return exitInvalid
+	}
+	return exitCode(err)
+}
+
+// usageError marks a bad command line.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func exitCode(err error) int {
+	var inf *placer.InfeasibleError
+	var in *pipeline.InputError
+	var use usageError
+	switch {
+	case errors.As(err, &inf):
+		return exitInfeasible
+	case errors.As(err, &in), errors.As(err, &use):
+		return exitInvalid
+	}
+	return exitInternal
+}

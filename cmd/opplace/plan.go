@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/plan"
+)
+
+type planFlags struct {
+	dimFlags
+	cluster  string
+	strategy string
+	output   string
+	out      string
+	dot      string
+	verbose  bool
+}
+
+func newPlanCmd() *cobra.Command {
+	f := &planFlags{}
+	cmd := &cobra.Command{
+		Use:   "plan MODEL --cluster FILE",
+		Short: "Place a model's ops on a cluster and simulate the step",
+		Long: `plan places every op of MODEL on a device of the cluster, simulates the step and
+prints the plan. Strategies: auto (default: run every fast strategy, keep the
+best), ` + strings.Join(placer.Names(), ", ") + `.
+
+Without --out the plan goes to stdout in the -o format (json by default). With
+--out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
+gets the table unless -o says otherwise. Files are written atomically.`,
+		Example: `  # Plan ResNet-50 on four V100s and print a summary table
+  opplace plan testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml -o table
+
+  # BERT with its symbolic batch bound, plan and Graphviz view to files
+  opplace plan bert.onnx --cluster c.yaml --dim batch=16 --out plan.json --dot plan.dot
+  dot -Tsvg plan.dot > plan.svg`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlan(cmd, args[0], f)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
+	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "placement strategy: auto, "+strings.Join(placer.Names(), ", "))
+	fl.StringVarP(&f.output, "output", "o", "", "stdout format: json, yaml or table (default json, or table with --out)")
+	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
+	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
+	return cmd
+}
+
+func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
+	importOpts, err := f.options()
+	if err != nil {
+		return err
+	}
+	stdoutFormat := plan.JSON
+	if f.out != "" {
+		stdoutFormat = plan.Table
+	}
+	if f.output != "" {
+		if stdoutFormat, err = plan.ParseFormat(f.output); err != nil {
+			return usageError{err}
+		}
+	}
+	res, err := pipeline.Run(cmd.Context(), pipeline.Options{
+		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
+	})
+	stderr := cmd.ErrOrStderr()
+	if f.verbose && res != nil {
+		for _, t := range res.Timings {
+			fmt.Fprintf(stderr, "stage %-9s %v\n", t.Stage, t.Duration.Round(1000))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if stdoutFormat != plan.Table {
+		for _, w := range res.Plan.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	}
+	if f.out != "" {
+		fileFormat := plan.JSON
+		if ext := strings.ToLower(filepath.Ext(f.out)); ext == ".yaml" || ext == ".yml" {
+			fileFormat = plan.YAML
+		}
+		if err := plan.WriteFileAtomic(f.out, func(w io.Writer) error { return plan.Write(w, res.Plan, fileFormat) }); err != nil {
+			return err
+		}
+	}
+	if f.dot != "" {
+		if err := plan.WriteFileAtomic(f.dot, func(w io.Writer) error { return plan.WriteDOT(w, res.Plan, res.Graph) }); err != nil {
+			return err
+		}
+	}
+	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "opplace",
+		Short: "Place the operators of a deep-learning graph on a cluster's devices",
+		Long: `opplace reads a model (ONNX), infers every tensor's shape, estimates each
+operator's cost on each device type, places the operators on the devices of a
+cluster under their memory limits, simulates the step and writes a
+device-annotated plan, a Graphviz view and a schedule.
+
+Exit codes: 0 success, 1 internal error, 2 invalid input, 3 the model does
+not fit the cluster.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newPlanCmd(), newInspectCmd())
+	return root
+}

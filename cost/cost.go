@@ -1,0 +1,130 @@
+// Package cost estimates what running an operator graph costs on a
+// cluster: each op's time on each device type, the time to move a tensor
+// between two devices, and each op's memory.
+//
+// The estimates come from a Model (the analytic Roofline here, measured
+// profiles later) and are computed once into a Table, which placers and the
+// simulator index by op and device.
+package cost
+
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/graph"
+)
+
+// Model estimates the time of one op on one device type, in seconds.
+type Model interface {
+	OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64
+}
+
+// Table holds every op's time on every device type of a cluster and the
+// memory each op needs, so placers and the simulator never call the model
+// in their inner loops.
+type Table struct {
+	Graph   *graph.Graph
+	Cluster *cluster.Cluster
+	// types lists the distinct device types; typeOf maps a device to its
+	// index there.
+	types  []*cluster.DeviceType
+	typeOf []int
+	// time is op-major: time[op*len(types)+t].
+	time []float64
+	// outBytes and tempBytes are per op; resident lists each op's
+	// parameter and constant inputs.
+	outBytes  []int64
+	tempBytes []int64
+}
+
+// NewTable evaluates model for every op and device type of c.
+func NewTable(g *graph.Graph, c *cluster.Cluster, model Model) *Table {
+	t := &Table{Graph: g, Cluster: c, typeOf: make([]int, len(c.Devices))}
+	index := map[*cluster.DeviceType]int{}
+	for i := range c.Devices {
+		dt := c.Devices[i].Type
+		k, ok := index[dt]
+		if !ok {
+			k = len(t.types)
+			index[dt] = k
+			t.types = append(t.types, dt)
+		}
+		t.typeOf[i] = k
+	}
+	n, nt := len(g.Ops), len(t.types)
+	t.time = make([]float64, n*nt)
+	t.outBytes = make([]int64, n)
+	t.tempBytes = make([]int64, n)
+	for i := range g.Ops {
+		op := graph.OpID(i)
+		for k, dt := range t.types {
+			t.time[i*nt+k] = model.OpTime(g, op, dt)
+		}
+		for _, o := range g.Ops[i].Outputs {
+			t.outBytes[i] += g.Tensors[o].Bytes()
+		}
+		t.tempBytes[i] = g.Ops[i].Work.TempBytes
+	}
+	return t
+}
+
+// OpTime is op's time in seconds on device dev.
+func (t *Table) OpTime(op graph.OpID, dev int) float64 {
+	return t.time[int(op)*len(t.types)+t.typeOf[dev]]
+}
+
+// FastestTime is op's time on the device type that runs it fastest.
+func (t *Table) FastestTime(op graph.OpID) float64 {
+	row := t.time[int(op)*len(t.types) : (int(op)+1)*len(t.types)]
+	best := row[0]
+	for _, v := range row[1:] {
+		best = min(best, v)
+	}
+	return best
+}
+
+// OutputBytes is the memory op's outputs take.
+func (t *Table) OutputBytes(op graph.OpID) int64 { return t.outBytes[op] }
+
+// TempBytes is the scratch memory op needs while it runs.
+func (t *Table) TempBytes(op graph.OpID) int64 { return t.tempBytes[op] }
+
+// Transfer is the time to move bytes from device a to device b.
+func (t *Table) Transfer(a, b int, bytes int64) float64 {
+	return t.Cluster.TransferTime(a, b, bytes)
+}
+
+// NumDevices is the number of devices in the cluster.
+func (t *Table) NumDevices() int { return len(t.typeOf) }
+
+// SameType reports whether devices a and b are of one device type, so a
+// placer may treat them as interchangeable for compute.
+func (t *Table) SameType(a, b int) bool { return t.typeOf[a] == t.typeOf[b] }
+
+// ResidentBytes is the memory of the parameter and constant tensors op
+// reads; they stay on a device for the whole step once any op there reads
+// them.
+func ResidentBytes(g *graph.Graph, op graph.OpID) int64 {
+	var s int64
+	for _, in := range g.Ops[op].Inputs {
+		if t := &g.Tensors[in]; t.Kind.IsResident() {
+			s += t.Bytes()
+		}
+	}
+	return s
+}
+
+// WorkingSet is the memory op needs on its device at the moment it runs:
+// its resident inputs, its activation inputs, its outputs and its scratch.
+func (t *Table) WorkingSet(op graph.OpID) int64 {
+	var s int64
+	for _, in := range t.Graph.Ops[op].Inputs {
+		s += t.Graph.Tensors[in].Bytes()
+	}
+	return s + t.outBytes[op] + t.tempBytes[op]
+}
+
+// String describes the table's size, for logs.
+func (t *Table) String() string {
+	return fmt.Sprintf("cost table: %d ops x %d device types", len(t.Graph.Ops), len(t.types))
+}

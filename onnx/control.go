@@ -1,0 +1,279 @@
+package onnx
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/opplace/opplace/graph"
+)
+
+// Control flow. Bodies are imported as nested graphs (graph.Attr.Graphs)
+// and shaped with the values visible at the node. Cost: an If costs its
+// taken branch when the condition is known, else its most expensive
+// branch; a Loop costs trip count × body, a Scan sequence length × body.
+
+func init() {
+	register("", inferIf, "If")
+	register("", inferLoop, "Loop")
+	register("", inferScan, "Scan")
+}
+
+// inferSub shapes a nested graph given its formal inputs (nil where only
+// the body's declared type is known) and returns its outputs and total
+// work.
+func (n *node) inferSub(key string, formal []*value) ([]*value, graph.Work, error) {
+	sg := n.sub[key]
+	if sg == nil {
+		return nil, graph.Work{}, fmt.Errorf("missing subgraph %q", key)
+	}
+	child := &scope{parent: n.scope, vals: map[string]*value{}}
+	for i, name := range sg.inputs {
+		var v *value
+		if i < len(formal) {
+			v = formal[i]
+		}
+		if v == nil {
+			for _, vi := range sg.proto.GetInput() {
+				if vi.GetName() == name {
+					v = n.c.declaredValue(vi.GetType())
+					if v == nil {
+						v = &value{dtype: graph.DType(vi.GetType().GetTensorType().GetElemType())}
+					}
+				}
+			}
+		}
+		child.vals[name] = v
+		if id, ok := sg.g.TensorByName(name); ok {
+			writeTensor(sg.g.Tensor(id), v)
+		}
+	}
+	if err := n.c.infer(sg, child); err != nil {
+		return nil, graph.Work{}, fmt.Errorf("subgraph %q: %v", key, err)
+	}
+	outs := make([]*value, len(sg.outputs))
+	for i, name := range sg.outputs {
+		outs[i] = child.get(name)
+		if outs[i] == nil {
+			outs[i] = &value{}
+		}
+	}
+	return outs, sumWork(sg.g), nil
+}
+
+func sumWork(g *graph.Graph) graph.Work {
+	var w graph.Work
+	for i := range g.Ops {
+		o := g.Ops[i].Work
+		w.FLOPs = addSat(w.FLOPs, o.FLOPs)
+		w.MACs = addSat(w.MACs, o.MACs)
+		w.TempBytes = max(w.TempBytes, o.TempBytes)
+		w.Estimated = w.Estimated || o.Estimated
+	}
+	return w
+}
+
+func scaleWork(w graph.Work, k int64) graph.Work {
+	w.FLOPs = mulSat(w.FLOPs, k)
+	w.MACs = mulSat(w.MACs, k)
+	return w
+}
+
+func inferIf(n *node) error {
+	thenOut, thenW, err := n.inferSub("then_branch", nil)
+	if err != nil {
+		return err
+	}
+	elseOut, elseW, err := n.inferSub("else_branch", nil)
+	if err != nil {
+		return err
+	}
+	if len(thenOut) != len(elseOut) || len(thenOut) < len(n.out) {
+		return fmt.Errorf("branches have %d and %d outputs, the node %d", len(thenOut), len(elseOut), len(n.out))
+	}
+	outs, w := thenOut, thenW
+	if c, ok := n.ints(0); ok && len(c) == 1 {
+		if c[0] == 0 {
+			outs, w = elseOut, elseW
+		}
+	} else if elseW.FLOPs > thenW.FLOPs {
+		outs, w = elseOut, elseW
+	}
+	for i := range n.out {
+		v := outs[i]
+		o := thenOut[i]
+		if o == outs[i] {
+			o = elseOut[i]
+		}
+		// Branch outputs of different shapes leave the shape unknown
+		// unless the condition picks the branch.
+		if _, known := n.ints(0); !known && (!v.known || !o.known || !slices.Equal(v.shape, o.shape)) {
+			v = &value{dtype: v.dtype}
+		}
+		if err := n.setValue(i, v); err != nil {
+			return err
+		}
+	}
+	n.work = w
+	return nil
+}
+
+func inferLoop(n *node) error {
+	trip := int64(-1)
+	if m := n.input(0); m != nil {
+		if t, ok := n.ints(0); ok && len(t) == 1 {
+			trip = t[0]
+		}
+	}
+	carried := n.in[min(2, len(n.in)):]
+	formal := []*value{
+		{dtype: graph.Int64, shape: []int64{}, known: true},
+		{dtype: graph.Bool, shape: []int64{}, known: true},
+	}
+	for _, v := range carried {
+		formal = append(formal, v)
+	}
+	outs, w, err := n.inferSub("body", formal)
+	if err != nil {
+		return err
+	}
+	nc := len(carried)
+	if len(outs) < 1+nc {
+		return fmt.Errorf("body has %d outputs for %d loop-carried values", len(outs), nc)
+	}
+	for i := range n.out {
+		if 1+i >= len(outs) {
+			break
+		}
+		v := outs[1+i]
+		if i >= nc { // scan output: stacked over iterations
+			if trip < 0 || !v.known {
+				v = &value{dtype: v.dtype}
+			} else {
+				v = &value{dtype: v.dtype, shape: append([]int64{trip}, v.shape...), known: true}
+			}
+		} else {
+			v = &value{dtype: v.dtype, shape: v.shape, known: v.known}
+		}
+		if err := n.setValue(i, v); err != nil {
+			return err
+		}
+	}
+	if trip < 0 {
+		w.Estimated = true // one iteration counted
+		trip = 1
+	}
+	n.work = scaleWork(w, trip)
+	return nil
+}
+
+func inferScan(n *node) error {
+	if n.opset < 9 {
+		return inferScan8(n)
+	}
+	m := int(n.attrs.Int("num_scan_inputs", 0))
+	if m <= 0 || m > len(n.in) {
+		return fmt.Errorf("num_scan_inputs %d does not fit %d inputs", m, len(n.in))
+	}
+	ns := len(n.in) - m
+	inAxes := n.attrs.Ints("scan_input_axes")
+	formal := append([]*value(nil), n.in[:ns]...)
+	seq := int64(-1)
+	for j, x := range n.in[ns:] {
+		if x == nil {
+			return fmt.Errorf("scan input %d is missing", j)
+		}
+		a := int64(0)
+		if j < len(inAxes) {
+			a = inAxes[j]
+		}
+		ax, err := normAxis(a, x.rank())
+		if err != nil {
+			return err
+		}
+		if seq >= 0 && x.shape[ax] != seq {
+			return fmt.Errorf("scan inputs have lengths %d and %d", seq, x.shape[ax])
+		}
+		seq = x.shape[ax]
+		slice := slices.Delete(clone(x.shape), ax, ax+1)
+		formal = append(formal, &value{dtype: x.dtype, shape: slice, known: true})
+	}
+	outs, w, err := n.inferSub("body", formal)
+	if err != nil {
+		return err
+	}
+	outAxes := n.attrs.Ints("scan_output_axes")
+	for i := range n.out {
+		if i >= len(outs) {
+			break
+		}
+		v := outs[i]
+		if i >= ns && v.known {
+			k := i - ns
+			a := int64(0)
+			if k < len(outAxes) {
+				a = outAxes[k]
+			}
+			ax, err := normAxis(a, v.rank()+1)
+			if err != nil {
+				return err
+			}
+			v = &value{dtype: v.dtype, shape: slices.Insert(clone(v.shape), ax, seq), known: true}
+		} else {
+			v = &value{dtype: v.dtype, shape: v.shape, known: v.known}
+		}
+		if err := n.setValue(i, v); err != nil {
+			return err
+		}
+	}
+	n.work = scaleWork(w, seq)
+	return nil
+}
+
+// inferScan8 shapes opset 8's Scan, whose inputs carry a leading batch
+// axis and an optional sequence_lens first input; scan axes are axis 1.
+func inferScan8(n *node) error {
+	m := int(n.attrs.Int("num_scan_inputs", 0))
+	if m <= 0 || m >= len(n.in) {
+		return fmt.Errorf("num_scan_inputs %d does not fit %d inputs", m, len(n.in))
+	}
+	ns := len(n.in) - 1 - m
+	var formal []*value
+	batch, seq := int64(-1), int64(-1)
+	for i, x := range n.in[1:] {
+		if x == nil || x.rank() < 1 || (i >= ns && x.rank() < 2) {
+			return fmt.Errorf("input %d lacks the batch (and sequence) axes", i+1)
+		}
+		if batch >= 0 && x.shape[0] != batch {
+			return fmt.Errorf("inputs have batch sizes %d and %d", batch, x.shape[0])
+		}
+		batch = x.shape[0]
+		if i < ns {
+			formal = append(formal, &value{dtype: x.dtype, shape: clone(x.shape[1:]), known: true})
+			continue
+		}
+		seq = max(seq, x.shape[1])
+		formal = append(formal, &value{dtype: x.dtype, shape: clone(x.shape[2:]), known: true})
+	}
+	outs, w, err := n.inferSub("body", formal)
+	if err != nil {
+		return err
+	}
+	for i := range n.out {
+		if i >= len(outs) {
+			break
+		}
+		v := outs[i]
+		if v.known {
+			lead := []int64{batch}
+			if i >= ns {
+				lead = append(lead, seq)
+			}
+			v = &value{dtype: v.dtype, shape: append(lead, v.shape...), known: true}
+		}
+		if err := n.setValue(i, v); err != nil {
+			return err
+		}
+	}
+	n.work = scaleWork(w, mulSat(batch, seq))
+	return nil
+}

@@ -1,0 +1,137 @@
+package onnx
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	real, err := os.ReadFile(modelPath("resnet50"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), make([]byte, 64)...)
+	empty, _ := proto.Marshal(&onnxpb.ModelProto{DocString: proto.String("just a doc string")})
+	noNodes, _ := proto.Marshal(&onnxpb.ModelProto{IrVersion: proto.Int64(8), Graph: &onnxpb.GraphProto{}})
+	noGraph, _ := proto.Marshal(&onnxpb.ModelProto{IrVersion: proto.Int64(8), ProducerName: proto.String("x")})
+	noIR, _ := proto.Marshal(&onnxpb.ModelProto{Graph: &onnxpb.GraphProto{Node: []*onnxpb.NodeProto{{OpType: proto.String("Relu")}}}})
+
+	cycle := newModel(17).input("x", f32, 2).
+		node("Add", strs("x", "b"), strs("a")).node("Relu", strs("a"), strs("b")).output("b")
+	dangling := newModel(17).input("x", f32, 2).node("Add", strs("x", "ghost"), strs("y")).output("y")
+	dup := newModel(17).input("x", f32, 2).node("Relu", strs("x"), strs("y")).node("Neg", strs("x"), strs("y")).output("y")
+	broadcastErr := newModel(17).input("x", f32, 2, 3).input("z", f32, 4).node("Add", strs("x", "z"), strs("y")).output("y")
+	badReshape := newModel(17).input("x", f32, 2, 3).ints("s", []int64{1}, 7).node("Reshape", strs("x", "s"), strs("y")).output("y")
+	huge := newModel(17).input("x", f32, 1<<20, 1<<20).ints("s", []int64{3}, 1<<20, 1<<20, 1<<20).
+		node("Expand", strs("x", "s"), strs("y")).output("y")
+	unbound := newModel(17).symInput("input_ids", i64, "batch", 128).node("Relu", strs("input_ids"), strs("y")).output("y")
+	noSuchShape := newModel(17).input("x", f32, 2).node("Relu", strs("x"), strs("y")).output("y")
+
+	cases := []struct {
+		name string
+		path string // for Load; empty to Decode data
+		data []byte
+		opts Options
+		want string
+	}{
+		{name: "missing file", path: filepath.Join(dir, "nope.onnx"), want: "nope.onnx: no such file"},
+		{name: "directory", path: dir, want: "is a directory"},
+		{name: "empty file", path: write("empty.onnx", nil), want: "empty.onnx: empty file"},
+		{name: "png", path: write("picture.onnx", png), want: "picture.onnx: not an ONNX model"},
+		{name: "truncated", path: write("half.onnx", real[:len(real)/2]), want: "half.onnx: not an ONNX model"},
+		{name: "empty message", data: empty, want: "no ir_version"},
+		{name: "no graph", data: noGraph, want: "no graph"},
+		{name: "no nodes", data: noNodes, want: "has no nodes"},
+		{name: "no ir version", data: noIR, want: "no ir_version"},
+		{name: "cycle", data: cycle.bytes(t), want: "the graph has a cycle"},
+		{name: "dangling input", data: dangling.bytes(t), want: `reads "ghost", which no node, graph input or initializer produces`},
+		{name: "duplicate outputs", data: dup.bytes(t), want: `tensor "y" is produced twice`},
+		{name: "broadcast mismatch", data: broadcastErr.bytes(t), want: `node "Add_0" (Add): shapes [2 3] and [4] do not broadcast`},
+		{name: "impossible reshape", data: badReshape.bytes(t), want: `node "Reshape_0" (Reshape): cannot reshape`},
+		{name: "absurd size", data: huge.bytes(t), want: "more than 2^50 elements"},
+		{name: "unbound symbolic dim", data: unbound.bytes(t),
+			want: `m.onnx: input "input_ids" axis 0 is the symbolic dimension "batch"; bind it with --dim batch=N or --batch N`},
+		{name: "unknown --shape input", data: noSuchShape.bytes(t), opts: Options{Shapes: map[string][]int64{"y": {1}}},
+			want: `--shape y: the model has no input named "y"`},
+		{name: "negative batch", data: noSuchShape.bytes(t), opts: Options{Batch: -1}, want: "--batch -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.path != "" {
+				_, err = Load(tc.path, tc.opts)
+			} else {
+				_, err = Decode(tc.data, "m.onnx", tc.opts)
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("error %T is not an *InputError: %v", err, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q does not contain %q", msg, tc.want)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+			wantFile := tc.path
+			if wantFile == "" {
+				wantFile = "m.onnx"
+			}
+			if ie.File != wantFile || !strings.HasPrefix(msg, wantFile+": ") {
+				t.Errorf("error does not start with the file name %q: %q", wantFile, msg)
+			}
+		})
+	}
+}
+
+func TestCycleErrorWrapped(t *testing.T) {
+	b := newModel(17).input("x", f32, 2).
+		node("Add", strs("x", "b"), strs("a")).node("Relu", strs("a"), strs("b")).output("b")
+	_, err := Decode(b.bytes(t), "cyc.onnx", Options{})
+	var ce *graph.CycleError
+	if !errors.As(err, &ce) || len(ce.Ops) != 2 {
+		t.Fatalf("want a wrapped *graph.CycleError of two ops, got %v", err)
+	}
+}
+
+// TestInitializerInputs checks that graph inputs which are initializers
+// (IR < 4 style) are parameters, not inputs, and that Model reports them
+// so.
+func TestInitializerInputs(t *testing.T) {
+	b := newModel(9).input("x", f32, 2, 4).weight("w", 4, 3).input("w", f32, 4, 3).
+		node("MatMul", strs("x", "w"), strs("y")).output("y")
+	m, err := Decode(b.bytes(t), "init.onnx", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Graph
+	if len(g.Inputs) != 1 || g.Tensor(g.Inputs[0]).Name != "x" {
+		t.Errorf("inputs = %v", g.Inputs)
+	}
+	w, _ := g.TensorByName("w")
+	if g.Tensor(w).Kind != graph.Parameter {
+		t.Errorf("w is a %s", g.Tensor(w).Kind)
+	}
+	if m.Opset != 9 {
+		t.Errorf("opset %d", m.Opset)
+	}
+}

@@ -1,0 +1,143 @@
+package onnx
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Options bind the dynamic dimensions of a model's inputs. Precedence,
+// highest first: Shapes, Dims, Batch.
+type Options struct {
+	// Dims binds a symbolic dimension (dim_param) everywhere it appears
+	// (--dim NAME=VALUE).
+	Dims map[string]int64
+	// Batch binds the leading dimension of every graph input whose leading
+	// dimension is dynamic (--batch N); 0 leaves it unset.
+	Batch int64
+	// Shapes sets one input's whole shape (--shape INPUT=D0,D1,...).
+	Shapes map[string][]int64
+}
+
+// Model is an imported ONNX model.
+type Model struct {
+	Graph *graph.Graph
+	// Opset is the version of the default (ai.onnx) operator set.
+	Opset int64
+	// Warnings lists each distinct problem once, sorted: unknown op types,
+	// outputs whose shape could not be inferred, unused options.
+	Warnings []string
+}
+
+// InputError reports a model file that cannot be imported: unreadable,
+// not ONNX, structurally invalid, or with impossible shapes. Callers tell
+// it apart from internal failures with errors.As.
+type InputError struct {
+	File string
+	Err  error
+}
+
+func (e *InputError) Error() string { return e.File + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Load reads and imports the ONNX model at path. External weight data is
+// never read (only initializer types and dimensions are needed), so it may
+// be absent.
+func Load(path string, opts Options) (*Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &InputError{path, errors.New("no such file")}
+		}
+		return nil, &InputError{path, unwrapPathError(err)}
+	}
+	if st.IsDir() {
+		return nil, &InputError{path, errors.New("is a directory, not an ONNX model file")}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &InputError{path, unwrapPathError(err)}
+	}
+	return Decode(data, path, opts)
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Decode imports an ONNX model from its serialized bytes; name labels
+// errors (usually the file name).
+func Decode(data []byte, name string, opts Options) (*Model, error) {
+	if name == "" {
+		name = "model"
+	}
+	fail := func(format string, args ...any) error {
+		return &InputError{name, fmt.Errorf(format, args...)}
+	}
+	if len(data) == 0 {
+		return nil, fail("empty file, not an ONNX model")
+	}
+	if err := checkOptions(opts); err != nil {
+		return nil, &InputError{name, err}
+	}
+	mp := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(data, mp); err != nil {
+		return nil, fail("not an ONNX model (protobuf decoding failed: %v)", err)
+	}
+	switch {
+	case mp.GetIrVersion() <= 0:
+		return nil, fail("not an ONNX model (no ir_version)")
+	case mp.Graph == nil:
+		return nil, fail("not an ONNX model (no graph)")
+	case len(mp.Graph.GetNode()) == 0:
+		return nil, fail("the model's graph has no nodes")
+	}
+	c := newConverter(name, opts, mp)
+	g, err := c.convert(mp.Graph)
+	if err != nil {
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return nil, err
+		}
+		return nil, &InputError{name, err}
+	}
+	g.Name = graphName(mp.Graph.GetName(), name)
+	return &Model{Graph: g, Opset: c.opsets[""], Warnings: c.finishWarnings()}, nil
+}
+
+func graphName(gname, file string) string {
+	if gname != "" {
+		return gname
+	}
+	base := filepath.Base(file)
+	return base[:len(base)-len(filepath.Ext(base))]
+}
+
+func checkOptions(o Options) error {
+	if o.Batch < 0 {
+		return fmt.Errorf("--batch %d: the batch size must be positive", o.Batch)
+	}
+	for k, v := range o.Dims {
+		if v < 0 {
+			return fmt.Errorf("--dim %s=%d: a dimension must not be negative", k, v)
+		}
+	}
+	for k, s := range o.Shapes {
+		if err := checkShape(s); err != nil {
+			return fmt.Errorf("--shape %s: %v", k, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+// Package pipeline is opplace's compiler driver: one readable list of
+// named, timed stages from a model file to a simulated, device-annotated
+// plan. Command-line tools and Go programs call Run.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/sim"
+)
+
+// Auto is the strategy that runs every fast placer and keeps the best.
+const Auto = "auto"
+
+// AutoStrategies are the placers Auto tries, in tie-breaking order.
+var AutoStrategies = []string{"single", "m-etf"}
+
+// Options says what to plan.
+type Options struct {
+	// ModelPath is the model file.
+	ModelPath string
+	// ClusterPath is the cluster file; Cluster, if set, is used instead.
+	ClusterPath string
+	Cluster     *cluster.Cluster
+	// Strategy is a placer name or Auto.
+	Strategy string
+	// Import binds the model's dynamic dimensions.
+	Import onnx.Options
+	// CostModel estimates op times; nil means the default Roofline.
+	CostModel cost.Model
+}
+
+// Timing is how long one stage took.
+type Timing struct {
+	Stage    string
+	Duration time.Duration
+}
+
+// Result is a finished plan and what it was made from.
+type Result struct {
+	Plan    *plan.Plan
+	Graph   *graph.Graph
+	Cluster *cluster.Cluster
+	Sim     *sim.Result
+	Timings []Timing
+}
+
+// InputError marks a failure caused by the user's input (an unreadable
+// model or cluster file, an unbound dimension, a cyclic graph), as opposed
+// to a model that does not fit (placer.InfeasibleError) or a bug.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// run carries state from one stage to the next.
+type run struct {
+	opts     Options
+	model    *onnx.Model
+	cluster  *cluster.Cluster
+	problem  *placer.Problem
+	bound    cost.Bound
+	strategy string
+	placed   sim.Placement
+	sim      *sim.Result
+	tried    []plan.Candidate
+	plan     *plan.Plan
+}
+
+// stage is one step of the driver. Stages run in list order; each is
+// timed.
+type stage struct {
+	name string
+	fn   func(context.Context, *run) error
+}
+
+var stages = []stage{
+	{"import", importModel},
+	{"cluster", loadCluster},
+	{"cost", buildCosts},
+	{"bound", lowerBound},
+	{"place", place},
+	{"assemble", assemble},
+}
+
+// Run plans a model on a cluster.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Strategy == "" {
+		opts.Strategy = Auto
+	}
+	if opts.CostModel == nil {
+		opts.CostModel = cost.Roofline{}
+	}
+	r := &run{opts: opts}
+	res := &Result{}
+	for _, st := range stages {
+		start := time.Now()
+		err := st.fn(ctx, r)
+		res.Timings = append(res.Timings, Timing{st.name, time.Since(start)})
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Plan, res.Graph, res.Cluster, res.Sim = r.plan, r.model.Graph, r.cluster, r.sim
+	return res, nil
+}
+
+func importModel(_ context.Context, r *run) error {
+	m, err := LoadModel(r.opts.ModelPath, r.opts.Import)
+	if err != nil {
+		return err
+	}
+	r.model = m
+	return nil
+}
+
+// LoadModel reads a model file, telling formats apart by content.
+func LoadModel(path string, opts onnx.Options) (*onnx.Model, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, unwrapPathError(err))}
+	case st.IsDir():
+		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
+	}
+	m, err := onnx.Load(path, opts)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	return m, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func loadCluster(_ context.Context, r *run) error {
+	if r.opts.Cluster != nil {
+		r.cluster = r.opts.Cluster
+		return nil
+	}
+	if r.opts.ClusterPath == "" {
+		return &InputError{errors.New("no cluster given: pass --cluster FILE (see testdata/clusters/ for examples)")}
+	}
+	c, err := cluster.Load(r.opts.ClusterPath)
+	if err != nil {
+		return &InputError{err}
+	}
+	r.cluster = c
+	return nil
+}
+
+func buildCosts(_ context.Context, r *run) error {
+	table := cost.NewTable(r.model.Graph, r.cluster, r.opts.CostModel)
+	p, err := placer.NewProblem(r.model.Graph, table)
+	if err != nil {
+		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	r.problem = p
+	return nil
+}
+
+func lowerBound(_ context.Context, r *run) error {
+	r.bound = cost.LowerBound(r.problem.Costs, r.problem.Adj, r.problem.Order)
+	return nil
+}
+
+// place runs the chosen strategy, or for Auto every fast strategy, and
+// keeps the fitting plan with the shortest simulated step.
+func place(ctx context.Context, r *run) error {
+	names := []string{r.opts.Strategy}
+	if r.opts.Strategy == Auto {
+		names = AutoStrategies
+	} else if !slices.Contains(placer.Names(), r.opts.Strategy) {
+		return &InputError{fmt.Errorf("unknown strategy %q: use auto or one of %v", r.opts.Strategy, placer.Names())}
+	}
+	var firstErr error
+	for _, name := range names {
+		pl, err := placer.New(name)
+		if err != nil {
+			return err
+		}
+		placed, err := pl.Place(ctx, r.problem)
+		if err == nil {
+			var res *sim.Result
+			res, err = r.problem.Simulate(placed)
+			if err == nil {
+				fits := r.problem.Fits(res)
+				r.tried = append(r.tried, plan.Candidate{Strategy: name, PredictedStepMS: plan.MS(res.Step), Fits: fits})
+				if !fits {
+					err = overflow(r, name, res)
+				} else if r.sim == nil || res.Step < r.sim.Step {
+					r.sim, r.placed, r.strategy = res, placed, name
+				}
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+			if len(r.tried) == 0 || r.tried[len(r.tried)-1].Strategy != name {
+				r.tried = append(r.tried, plan.Candidate{Strategy: name, Error: err.Error()})
+			}
+		}
+	}
+	if r.sim == nil {
+		return firstErr
+	}
+	if r.opts.Strategy == Auto {
+		r.strategy = Auto + ":" + r.strategy
+	}
+	return nil
+}
+
+// overflow explains a placement whose simulated peak exceeds a device.
+func overflow(r *run, strategy string, res *sim.Result) error {
+	worst, over := -1, int64(0)
+	for d, peak := range res.PeakMemory {
+		if o := peak - r.cluster.Devices[d].Memory; o > over {
+			worst, over = d, o
+		}
+	}
+	d := r.cluster.Devices[worst]
+	return placer.Infeasible(r.problem, fmt.Sprintf("%s's placement peaks at %s on %s, which holds %s",
+		strategy, placer.FormatBytes(res.PeakMemory[worst]), d.Name, placer.FormatBytes(d.Memory)))
+}
+
+func assemble(_ context.Context, r *run) error {
+	g, c, res := r.model.Graph, r.cluster, r.sim
+	p := &plan.Plan{
+		Model:           r.opts.ModelPath,
+		Cluster:         c.Name,
+		Strategy:        r.strategy,
+		Mode:            "infer",
+		PredictedStepMS: plan.MS(res.Step),
+		LowerBoundMS:    plan.MS(r.bound.Seconds()),
+		Fits:            r.problem.Fits(res),
+		Warnings:        r.model.Warnings,
+	}
+	if lb := r.bound.Seconds(); lb > 0 {
+		p.Gap = float64(int64((res.Step/lb-1)*1e6+0.5)) / 1e6
+	}
+	if len(r.tried) > 1 {
+		p.Candidates = slices.Clone(r.tried)
+		slices.SortStableFunc(p.Candidates, func(a, b plan.Candidate) int {
+			ra, rb := candidateRank(a), candidateRank(b)
+			if ra != rb {
+				return ra - rb
+			}
+			switch {
+			case a.PredictedStepMS < b.PredictedStepMS:
+				return -1
+			case a.PredictedStepMS > b.PredictedStepMS:
+				return 1
+			}
+			return 0
+		})
+	}
+	opsOn := make([]int, len(c.Devices))
+	for _, d := range r.placed.Device {
+		opsOn[d]++
+	}
+	for i, d := range c.Devices {
+		p.Devices = append(p.Devices, plan.Device{
+			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
+			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
+			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i],
+		})
+	}
+	for _, id := range r.problem.Order {
+		op := &g.Ops[id]
+		p.Ops = append(p.Ops, plan.Op{
+			Name: op.Name, Type: op.Type, Device: c.Devices[r.placed.Device[id]].Name,
+			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]),
+		})
+	}
+	p.Transfers = make([]plan.Transfer, 0, len(res.Transfers))
+	for _, t := range res.Transfers {
+		p.CrossDeviceBytes += t.Bytes
+		p.Transfers = append(p.Transfers, plan.Transfer{
+			Tensor: g.Tensors[t.Tensor].Name, From: c.Devices[t.From].Name, To: c.Devices[t.To].Name,
+			Bytes: t.Bytes, StartMS: plan.MS(t.Start), EndMS: plan.MS(t.End),
+		})
+	}
+	r.plan = p
+	return nil
+}
+
+// candidateRank orders fitting plans first, then ones that do not fit,
+// then failures.
+func candidateRank(c plan.Candidate) int {
+	switch {
+	case c.Error != "":
+		return 2
+	case !c.Fits:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,217 @@
+// Package placer decides which device runs each op. Every algorithm sits
+// behind the Placer interface and registers itself by name, so adding one
+// is adding one file.
+package placer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/sim"
+)
+
+// Problem is what every placer receives: the graph, its edges and order,
+// and the cost of every op on every device.
+type Problem struct {
+	Graph *graph.Graph
+	Adj   *graph.Adjacency
+	// Order is a topological order; placers break ties by position in it.
+	Order []graph.OpID
+	Costs *cost.Table
+}
+
+// Placer assigns ops to devices under each device's memory.
+type Placer interface {
+	// Place returns a placement whose ops fit in memory, or an error; an
+	// *InfeasibleError when the placer found no way to fit the graph.
+	Place(ctx context.Context, p *Problem) (sim.Placement, error)
+}
+
+// Factory makes a placer.
+type Factory func() Placer
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]registered{}
+)
+
+type registered struct {
+	factory Factory
+	summary string
+}
+
+// Register adds a placer under name; it panics on a duplicate name, which
+// is a programming error caught at init.
+func Register(name, summary string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("placer: duplicate registration of " + name)
+	}
+	registry[name] = registered{f, summary}
+}
+
+// New makes the placer registered under name.
+func New(name string) (Placer, error) {
+	mu.RLock()
+	r, ok := registry[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown strategy %q (known: %v)", name, Names())
+	}
+	return r.factory(), nil
+}
+
+// Names lists the registered placers, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Summary is the one-line description a placer registered with.
+func Summary(name string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return registry[name].summary
+}
+
+// NewProblem derives the edges and a topological order of g and wraps them
+// with the costs.
+func NewProblem(g *graph.Graph, costs *cost.Table) (*Problem, error) {
+	adj := g.BuildAdjacency()
+	order, err := g.TopoOrder(adj)
+	if err != nil {
+		return nil, err
+	}
+	return &Problem{Graph: g, Adj: adj, Order: order, Costs: costs}, nil
+}
+
+// Simulate scores a placement of the problem.
+func (p *Problem) Simulate(pl sim.Placement) (*sim.Result, error) {
+	return sim.Simulate(p.Costs, p.Adj, p.Order, pl)
+}
+
+// Fits reports whether a simulated placement stays within every device's
+// memory.
+func (p *Problem) Fits(res *sim.Result) bool {
+	for d, peak := range res.PeakMemory {
+		if peak > p.Costs.Cluster.Devices[d].Memory {
+			return false
+		}
+	}
+	return true
+}
+
+// pinned returns the device each op is pinned to (by Op.Device) or -1,
+// and an error naming an op pinned to a device the cluster lacks.
+func (p *Problem) pinned() ([]int, error) {
+	pins := make([]int, len(p.Graph.Ops))
+	for i := range pins {
+		pins[i] = -1
+		name := p.Graph.Ops[i].Device
+		if name == "" {
+			continue
+		}
+		d, ok := p.Costs.Cluster.DeviceIndex(name)
+		if !ok {
+			return nil, fmt.Errorf("op %q is pinned to device %q, which the cluster does not have", p.Graph.Ops[i].Name, name)
+		}
+		pins[i] = d
+	}
+	return pins, nil
+}
+
+// InfeasibleError says a graph cannot fit the cluster's memory.
+type InfeasibleError struct {
+	// Need is a lower bound on the memory any placement needs: every
+	// parameter and constant once, plus the largest op's activations.
+	Need int64
+	// Have is the cluster's total memory.
+	Have int64
+	// LargestOp needs LargestOpBytes on one device; LargestDevice is the
+	// most one device holds.
+	LargestOp      string
+	LargestOpBytes int64
+	LargestDevice  int64
+	// Detail says where the placer got stuck.
+	Detail string
+}
+
+func (e *InfeasibleError) Error() string {
+	msg := fmt.Sprintf("the model does not fit the cluster: a placement needs at least %s (parameters once plus the largest op's working set), the cluster has %s in total",
+		FormatBytes(e.Need), FormatBytes(e.Have))
+	if e.LargestOpBytes > e.LargestDevice {
+		msg += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, FormatBytes(e.LargestOpBytes), FormatBytes(e.LargestDevice))
+	}
+	if e.Detail != "" {
+		msg += "; " + e.Detail
+	}
+	return msg + "; use devices with more memory, more devices, or a smaller batch"
+}
+
+// Infeasible builds the error for problem p with the given detail.
+func Infeasible(p *Problem, detail string) *InfeasibleError {
+	g, c := p.Graph, p.Costs.Cluster
+	e := &InfeasibleError{Have: c.TotalMemory(), Detail: detail}
+	for i := range g.Tensors {
+		if g.Tensors[i].Kind.IsResident() && len(g.Tensors[i].Consumers) > 0 {
+			e.Need += g.Tensors[i].Bytes()
+		}
+	}
+	largest := graph.OpID(-1)
+	for i := range g.Ops {
+		ws := p.Costs.WorkingSet(graph.OpID(i))
+		if largest < 0 || ws > e.LargestOpBytes {
+			largest, e.LargestOpBytes = graph.OpID(i), ws
+		}
+	}
+	if largest >= 0 {
+		e.LargestOp = g.Ops[largest].Name
+		// Its resident inputs are already counted among the parameters.
+		e.Need += e.LargestOpBytes - cost.ResidentBytes(g, largest)
+	}
+	for _, d := range c.Devices {
+		e.LargestDevice = max(e.LargestDevice, d.Memory)
+	}
+	return e
+}
+
+// FormatBytes renders a size with a binary unit: "1.50 GiB".
+func FormatBytes(b int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v := float64(b)
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", b)
+	}
+	return fmt.Sprintf("%.2f %s", v, units[i])
+}
+
+// deviceClasses groups devices that are interchangeable (same type and
+// memory), returning one representative per class, lowest index first.
+func deviceClasses(t *cost.Table) []int {
+	var reps []int
+	for d := 0; d < t.NumDevices(); d++ {
+		if !slices.ContainsFunc(reps, func(r int) bool {
+			return t.SameType(r, d) && t.Cluster.Devices[r].Memory == t.Cluster.Devices[d].Memory
+		}) {
+			reps = append(reps, d)
+		}
+	}
+	return reps
+}
