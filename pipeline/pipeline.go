@@ -7,14 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
@@ -36,8 +34,9 @@ type Options struct {
 	// Strategy is a placer name or Auto.
 	Strategy string
 	// Import binds the model's dynamic dimensions.
-	Import onnx.Options
-	// CostModel estimates op times; nil means the default Roofline.
+	Import ImportOptions
+	// CostModel estimates op times; nil means the times the model file
+	// carries, if any, else the default Roofline.
 	CostModel cost.Model
 }
 
@@ -67,7 +66,7 @@ func (e *InputError) Unwrap() error { return e.Err }
 // run carries state from one stage to the next.
 type run struct {
 	opts     Options
-	model    *onnx.Model
+	model    *Model
 	cluster  *cluster.Cluster
 	problem  *placer.Problem
 	bound    cost.Bound
@@ -99,9 +98,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Strategy == "" {
 		opts.Strategy = Auto
 	}
-	if opts.CostModel == nil {
-		opts.CostModel = cost.Roofline{}
-	}
 	r := &run{opts: opts}
 	res := &Result{}
 	for _, st := range stages {
@@ -125,30 +121,6 @@ func importModel(_ context.Context, r *run) error {
 	return nil
 }
 
-// LoadModel reads a model file, telling formats apart by content.
-func LoadModel(path string, opts onnx.Options) (*onnx.Model, error) {
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, unwrapPathError(err))}
-	case st.IsDir():
-		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
-	}
-	m, err := onnx.Load(path, opts)
-	if err != nil {
-		return nil, &InputError{err}
-	}
-	return m, nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 func loadCluster(_ context.Context, r *run) error {
 	if r.opts.Cluster != nil {
 		r.cluster = r.opts.Cluster
@@ -166,7 +138,15 @@ func loadCluster(_ context.Context, r *run) error {
 }
 
 func buildCosts(_ context.Context, r *run) error {
-	table := cost.NewTable(r.model.Graph, r.cluster, r.opts.CostModel)
+	model := r.opts.CostModel
+	switch {
+	case model != nil:
+	case r.model.Costs != nil:
+		model = r.model.Costs
+	default:
+		model = cost.Roofline{}
+	}
+	table := cost.NewTable(r.model.Graph, r.cluster, model)
 	p, err := placer.NewProblem(r.model.Graph, table)
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
 )
 
@@ -106,7 +105,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	return writeInspectTable(out, r)
 }
 
-func summarise(path string, m *onnx.Model, listOps bool) *inspectReport {
+func summarise(path string, m *pipeline.Model, listOps bool) *inspectReport {
 	g := m.Graph
 	r := &inspectReport{Model: path, Opset: m.Opset, Ops: len(g.Ops), Tensors: len(g.Tensors), Warnings: m.Warnings}
 	info := func(id graph.TensorID) tensorInfo {
