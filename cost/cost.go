@@ -9,12 +9,15 @@ package cost
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 )
 
 // Model estimates the time of one op on one device type, in seconds.
+// +Inf means the op cannot run on that device type (a measured profile
+// with no time for it); placers never put it there.
 type Model interface {
 	OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64
 }
@@ -71,6 +74,11 @@ func NewTable(g *graph.Graph, c *cluster.Cluster, model Model) *Table {
 // OpTime is op's time in seconds on device dev.
 func (t *Table) OpTime(op graph.OpID, dev int) float64 {
 	return t.time[int(op)*len(t.types)+t.typeOf[dev]]
+}
+
+// CanRun reports whether op may run on device dev.
+func (t *Table) CanRun(op graph.OpID, dev int) bool {
+	return !math.IsInf(t.OpTime(op, dev), 1)
 }
 
 // FastestTime is op's time on the device type that runs it fastest.

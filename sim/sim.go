@@ -71,6 +71,9 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 		if d < 0 || d >= nd {
 			return nil, fmt.Errorf("op %q is placed on device %d; the cluster has %d", g.Ops[op].Name, d, nd)
 		}
+		if !t.CanRun(graph.OpID(op), d) {
+			return nil, fmt.Errorf("op %q is placed on %s, whose device type cannot run it", g.Ops[op].Name, t.Cluster.Devices[d].Name)
+		}
 	}
 	prio := p.Priority
 	if prio == nil {
