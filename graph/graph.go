@@ -117,6 +117,28 @@ type Work struct {
 	Estimated bool
 }
 
+// Phase says which part of a training step an op belongs to.
+type Phase uint8
+
+const (
+	// Forward ops compute the model's outputs (all ops of an inference
+	// graph).
+	Forward Phase = iota
+	// Backward ops compute gradients.
+	Backward
+	// Update ops apply the optimizer to parameters.
+	Update
+)
+
+var phaseNames = [...]string{"forward", "backward", "update"}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", p)
+}
+
 // Op is one operator of the DAG.
 type Op struct {
 	// Name is unique within the graph and stable across runs.
@@ -134,6 +156,7 @@ type Op struct {
 	Colocate string
 	// Device pins the op to a named device; empty for none.
 	Device string
+	Phase  Phase
 	Work   Work
 }
 

@@ -19,6 +19,8 @@ type inspectFlags struct {
 	ops    bool
 }
 
+func init() { commands = append(commands, newInspectCmd) }
+
 func newInspectCmd() *cobra.Command {
 	f := &inspectFlags{}
 	cmd := &cobra.Command{

@@ -23,6 +23,8 @@ type planFlags struct {
 	verbose  bool
 }
 
+func init() { commands = append(commands, newPlanCmd) }
+
 func newPlanCmd() *cobra.Command {
 	f := &planFlags{}
 	cmd := &cobra.Command{

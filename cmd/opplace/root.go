@@ -7,6 +7,10 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// commands holds the subcommand constructors; each command's file adds
+// its own in init, so adding a command is adding one file.
+var commands []func() *cobra.Command
+
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "opplace",
@@ -23,6 +27,8 @@ not fit the cluster.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newPlanCmd(), newInspectCmd())
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
 	return root
 }
