@@ -81,25 +81,47 @@ type Cluster struct {
 	DefaultNetwork Link
 }
 
+// Route says which kind of path joins two devices.
+type Route uint8
+
+// The routes, from cheapest to most shared.
+const (
+	// RouteLocal: the same device; nothing moves.
+	RouteLocal Route = iota
+	// RouteDirect: a dedicated device-to-device link (NVLink).
+	RouteDirect
+	// RouteIntraHost: the host's shared fabric (a PCIe switch).
+	RouteIntraHost
+	// RouteNetwork: between hosts, through both hosts' network cards.
+	RouteNetwork
+)
+
 // Path returns the link a transfer from device a to device b uses: a
 // direct device link if there is one, else the host's intra-host link for
 // devices in one host, else the network between their hosts.
 func (c *Cluster) Path(a, b int) Link {
+	l, _ := c.Route(a, b)
+	return l
+}
+
+// Route returns the link between devices a and b and what kind of path it
+// is, so a simulator knows which transfers share it.
+func (c *Cluster) Route(a, b int) (Link, Route) {
 	if a == b {
-		return Link{Kind: "local", Bandwidth: 0}
+		return Link{Kind: "local"}, RouteLocal
 	}
 	key := [2]int{min(a, b), max(a, b)}
 	if l, ok := c.Direct[key]; ok {
-		return l
+		return l, RouteDirect
 	}
 	ha, hb := c.Devices[a].Host, c.Devices[b].Host
 	if ha == hb {
-		return c.Hosts[ha].Intra
+		return c.Hosts[ha].Intra, RouteIntraHost
 	}
 	if l, ok := c.Network[[2]int{min(ha, hb), max(ha, hb)}]; ok {
-		return l
+		return l, RouteNetwork
 	}
-	return c.DefaultNetwork
+	return c.DefaultNetwork, RouteNetwork
 }
 
 // TransferTime is the time to move bytes from device a to device b; zero

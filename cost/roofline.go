@@ -1,6 +1,8 @@
 package cost
 
 import (
+	"strings"
+
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 )
@@ -49,7 +51,7 @@ func IsMetadataOp(opType string) bool { return metadataOps[opType] }
 // OpTime implements Model.
 func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
 	op := &g.Ops[id]
-	if metadataOps[op.Type] {
+	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
 		return 0
 	}
 	ce, me := r.ComputeEfficiency, r.MemoryEfficiency

@@ -16,6 +16,7 @@ import (
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/train"
 )
 
 // Auto is the strategy that runs every fast placer and keeps the best.
@@ -23,6 +24,12 @@ const Auto = "auto"
 
 // AutoStrategies are the placers Auto tries, in tie-breaking order.
 var AutoStrategies = []string{"single", "m-etf"}
+
+// The modes a plan can be made for.
+const (
+	ModeTrain = "train"
+	ModeInfer = "infer"
+)
 
 // Options says what to plan.
 type Options struct {
@@ -35,6 +42,12 @@ type Options struct {
 	Strategy string
 	// Import binds the model's dynamic dimensions.
 	Import ImportOptions
+	// Mode is ModeTrain (the default: forward, backward and optimizer
+	// update of one step) or ModeInfer (one forward pass).
+	Mode string
+	// Optimizer names the training optimizer (sgd, momentum, adam; default
+	// adam).
+	Optimizer string
 	// CostModel estimates op times; nil means the times the model file
 	// carries, if any, else the default Roofline.
 	CostModel cost.Model
@@ -86,6 +99,7 @@ type stage struct {
 
 var stages = []stage{
 	{"import", importModel},
+	{"train", buildTrainingStep},
 	{"cluster", loadCluster},
 	{"cost", buildCosts},
 	{"bound", lowerBound},
@@ -97,6 +111,12 @@ var stages = []stage{
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Strategy == "" {
 		opts.Strategy = Auto
+	}
+	if opts.Mode == "" {
+		opts.Mode = ModeTrain
+	}
+	if opts.Optimizer == "" {
+		opts.Optimizer = "adam"
 	}
 	r := &run{opts: opts}
 	res := &Result{}
@@ -118,6 +138,35 @@ func importModel(_ context.Context, r *run) error {
 		return err
 	}
 	r.model = m
+	return nil
+}
+
+// buildTrainingStep replaces the forward graph by one training step's:
+// backward ops colocated with their forward ops, weight gradients and the
+// optimizer update. A costed graph that already carries backward ops is
+// taken as it is.
+func buildTrainingStep(_ context.Context, r *run) error {
+	switch r.opts.Mode {
+	case ModeInfer:
+		return nil
+	case ModeTrain:
+	default:
+		return &InputError{fmt.Errorf("unknown mode %q: use train or infer", r.opts.Mode)}
+	}
+	for i := range r.model.Graph.Ops {
+		if r.model.Graph.Ops[i].Phase != graph.Forward {
+			return nil
+		}
+	}
+	opt, err := train.ParseOptimizer(r.opts.Optimizer)
+	if err != nil {
+		return &InputError{err}
+	}
+	g, _, err := train.Build(r.model.Graph, train.Options{Optimizer: opt})
+	if err != nil {
+		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	r.model.Graph = g
 	return nil
 }
 
@@ -229,7 +278,7 @@ func assemble(_ context.Context, r *run) error {
 		Model:           r.opts.ModelPath,
 		Cluster:         c.Name,
 		Strategy:        r.strategy,
-		Mode:            "infer",
+		Mode:            r.opts.Mode,
 		PredictedStepMS: plan.MS(res.Step),
 		LowerBoundMS:    plan.MS(r.bound.Seconds()),
 		Fits:            r.problem.Fits(res),
@@ -268,7 +317,7 @@ func assemble(_ context.Context, r *run) error {
 	for _, id := range r.problem.Order {
 		op := &g.Ops[id]
 		p.Ops = append(p.Ops, plan.Op{
-			Name: op.Name, Type: op.Type, Device: c.Devices[r.placed.Device[id]].Name,
+			Name: op.Name, Type: op.Type, Phase: op.Phase.String(), Device: c.Devices[r.placed.Device[id]].Name,
 			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]),
 		})
 	}

@@ -58,13 +58,15 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 // each scheduled op runs and ends, when each device is free, which tensors
 // each device holds and how much memory that takes.
 type listState struct {
-	p      *Problem
-	g      *graph.Graph
-	nd     int
-	pos    []int32 // topological position
-	pins   []int
-	all    []int              // every device index
-	inputs [][]graph.TensorID // distinct inputs of each op
+	p    *Problem
+	g    *graph.Graph
+	nd   int
+	pos  []int32 // topological position
+	pins []int
+	all  []int // every device index
+	// groupDev is the device of each colocation group placed so far.
+	groupDev map[string]int
+	inputs   [][]graph.TensorID // distinct inputs of each op
 
 	ready     []graph.OpID
 	predsLeft []int32
@@ -99,6 +101,7 @@ func newListState(p *Problem) (*listState, error) {
 		devFree:       make([]float64, nd),
 		used:          make([]int64, nd),
 		held:          map[int64]float64{},
+		groupDev:      map[string]int{},
 		consumersLeft: make([]int32, len(g.Tensors)),
 		isOutput:      make([]bool, len(g.Tensors)),
 	}
@@ -137,6 +140,11 @@ func (s *listState) key(t graph.TensorID, d int) int64 { return int64(t)*int64(s
 func (s *listState) candidates(op graph.OpID) []int {
 	if d := s.pins[op]; d >= 0 {
 		return []int{d}
+	}
+	if key := s.g.Ops[op].Colocate; key != "" {
+		if d, ok := s.groupDev[key]; ok {
+			return []int{d}
+		}
 	}
 	return s.all
 }
@@ -189,6 +197,9 @@ func (s *listState) fits(op graph.OpID, d int) bool {
 func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	g, costs := s.g, s.p.Costs
 	s.dev[op] = d
+	if key := g.Ops[op].Colocate; key != "" {
+		s.groupDev[key] = d
+	}
 	s.end[op] = start + costs.OpTime(op, d)
 	s.devFree[d] = s.end[op]
 	s.order = append(s.order, op)

@@ -53,8 +53,10 @@ type Device struct {
 
 // Op is one op's placement and simulated run.
 type Op struct {
-	Name    string  `json:"name" yaml:"name"`
-	Type    string  `json:"type" yaml:"type"`
+	Name string `json:"name" yaml:"name"`
+	Type string `json:"type" yaml:"type"`
+	// Phase is forward, backward or update.
+	Phase   string  `json:"phase" yaml:"phase"`
 	Device  string  `json:"device" yaml:"device"`
 	StartMS float64 `json:"start_ms" yaml:"start_ms"`
 	EndMS   float64 `json:"end_ms" yaml:"end_ms"`

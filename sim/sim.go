@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 )
@@ -53,7 +54,8 @@ type Result struct {
 // When an op finishes, each of its outputs is sent once to every other
 // device that consumes it; a device sends one tensor at a time and
 // receives one at a time (full-duplex links), in the order transfers were
-// requested. Parameters, constants and graph inputs are on every device
+// requested, and transfers through a host's shared PCIe fabric or
+// through a network card take turns on it. Parameters, constants and graph inputs are on every device
 // that reads them when the step starts.
 //
 // Memory: outputs and scratch are allocated when an op starts, scratch is
@@ -84,12 +86,11 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 	}
 	s := &state{
 		t: t, g: g, adj: adj, dev: p.Device, prio: prio, nd: nd,
-		pending:  make([]int32, n),
-		ready:    make([]opHeap, nd),
-		running:  make([]bool, nd),
-		sendFree: make([]float64, nd),
-		recvFree: make([]float64, nd),
-		left:     make([]int32, len(g.Tensors)*nd),
+		pending: make([]int32, n),
+		ready:   make([]opHeap, nd),
+		running: make([]bool, nd),
+		free:    make([]float64, 2*nd+3*len(t.Cluster.Hosts)),
+		left:    make([]int32, len(g.Tensors)*nd),
 		res: &Result{
 			Start: make([]float64, n), End: make([]float64, n),
 			PeakMemory: make([]int64, nd), ResidentMemory: make([]int64, nd), Busy: make([]float64, nd),
@@ -164,11 +165,14 @@ type state struct {
 	prio []int32
 	nd   int
 
-	pending  []int32 // inputs and control deps an op still waits for
-	ready    []opHeap
-	running  []bool
-	sendFree []float64
-	recvFree []float64
+	pending []int32 // inputs and control deps an op still waits for
+	ready   []opHeap
+	running []bool
+	// free holds when each channel is next free: per device a send and a
+	// receive channel, per host its intra-host fabric and its network
+	// card's egress and ingress.
+	free        []float64
+	channelsBuf [4]int
 	// left[tensor*nd+dev]: consumers on dev that have not yet run, plus,
 	// on the producer's device, copies out not yet sent.
 	left []int32
@@ -325,9 +329,15 @@ func (s *state) opDone(op graph.OpID, now float64) {
 			if cd == d {
 				continue
 			}
-			start := max(now, s.sendFree[d], s.recvFree[cd])
+			res := s.channels(d, cd)
+			start := now
+			for _, r := range res {
+				start = max(start, s.free[r])
+			}
 			end := start + s.t.Transfer(d, cd, bytes)
-			s.sendFree[d], s.recvFree[cd] = end, end
+			for _, r := range res {
+				s.free[r] = end
+			}
 			s.left[int(out)*s.nd+d]++ // the source copy lives until sent
 			s.alloc(start, cd, bytes)
 			s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: out, From: d, To: cd, Bytes: bytes, Start: start, End: end})
@@ -357,6 +367,24 @@ func (s *state) opDone(op graph.OpID, now float64) {
 			}
 		}
 	}
+}
+
+// channels lists the channels a transfer from device a to device b
+// occupies for its whole duration. Transfers that share a channel take
+// turns at the link's full bandwidth in the order they were requested:
+// the shared link moves the same bytes per second as under fair sharing,
+// but each transfer finishes in request order.
+func (s *state) channels(a, b int) []int {
+	nd := s.nd
+	hosts := 2 * nd
+	out := append(s.channelsBuf[:0], a, nd+b)
+	switch _, route := s.t.Cluster.Route(a, b); route {
+	case cluster.RouteIntraHost:
+		out = append(out, hosts+3*s.t.Cluster.Devices[a].Host)
+	case cluster.RouteNetwork:
+		out = append(out, hosts+3*s.t.Cluster.Devices[a].Host+1, hosts+3*s.t.Cluster.Devices[b].Host+2)
+	}
+	return out
 }
 
 // arrivedLocal hands a tensor produced on dev to the consumers there.

@@ -180,3 +180,53 @@ func TestSimulateRejectsBadPlacement(t *testing.T) {
 		t.Error("a placement missing ops was accepted")
 	}
 }
+
+// fourDevices builds two hosts of two devices each; when nvlink is set the
+// devices of each host also share a direct link.
+func fourDevices(nvlink bool) *cluster.Cluster {
+	c := graphtest.Cluster(giga, 0, graphtest.Device{FLOPS: giga, Memory: 1 << 40}, graphtest.Device{FLOPS: giga, Memory: 1 << 40},
+		graphtest.Device{FLOPS: giga, Memory: 1 << 40}, graphtest.Device{FLOPS: giga, Memory: 1 << 40})
+	c.Hosts = append(c.Hosts, cluster.Host{Name: "h1", Intra: c.Hosts[0].Intra})
+	c.Devices[2].Host, c.Devices[3].Host = 1, 1
+	c.DefaultNetwork = cluster.Link{Kind: "net", Bandwidth: giga / 2}
+	if nvlink {
+		c.Direct = map[[2]int]cluster.Link{{0, 1}: {Kind: "nvlink", Bandwidth: giga}, {2, 3}: {Kind: "nvlink", Bandwidth: giga}}
+	}
+	return c
+}
+
+func TestSimulateLinkContention(t *testing.T) {
+	// Two producers each send 1 GB to a consumer on another device at t=1.
+	pairs := func() *graphtest.Builder {
+		return graphtest.New("pairs").Input("x", 8).
+			Op("a", 1e9, 1e9, "x").Op("b", 1e9, 1e9, "x").Op("ca", 1e9, 8, "a").Op("cb", 1e9, 8, "b")
+	}
+	tests := []struct {
+		name    string
+		cluster *cluster.Cluster
+		place   map[string]int
+		ends    [2]float64 // when each transfer ends
+	}{
+		{"PCIe transfers in different hosts do not share", fourDevices(false),
+			map[string]int{"a": 0, "ca": 1, "b": 2, "cb": 3}, [2]float64{2, 2}},
+		{"two transfers through one host's PCIe take turns", fourDevices(false),
+			map[string]int{"a": 0, "ca": 1, "b": 1, "cb": 0}, [2]float64{2, 3}},
+		{"NVLink pairs do not share", fourDevices(true),
+			map[string]int{"a": 0, "ca": 1, "b": 2, "cb": 3}, [2]float64{2, 2}},
+		{"two transfers between hosts share the network cards", fourDevices(true),
+			map[string]int{"a": 0, "ca": 2, "b": 1, "cb": 3}, [2]float64{3, 5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, pairs(), tc.cluster, tc.place)
+			if len(res.Transfers) != 2 {
+				t.Fatalf("transfers %+v", res.Transfers)
+			}
+			for i, tr := range res.Transfers {
+				if !near(tr.End, tc.ends[i]) {
+					t.Errorf("transfer %d (%d->%d) ends at %g, want %g", i, tr.From, tr.To, tr.End, tc.ends[i])
+				}
+			}
+		})
+	}
+}

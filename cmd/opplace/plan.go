@@ -15,12 +15,14 @@ import (
 
 type planFlags struct {
 	dimFlags
-	cluster  string
-	strategy string
-	output   string
-	out      string
-	dot      string
-	verbose  bool
+	cluster   string
+	strategy  string
+	output    string
+	out       string
+	dot       string
+	verbose   bool
+	mode      string
+	optimizer string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -56,6 +58,8 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
 	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
+	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	return cmd
 }
 
@@ -75,6 +79,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	res, err := pipeline.Run(cmd.Context(), pipeline.Options{
 		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
+		Mode: f.mode, Optimizer: f.optimizer,
 	})
 	stderr := cmd.ErrOrStderr()
 	if f.verbose && res != nil {
