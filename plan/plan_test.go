@@ -1,0 +1,119 @@
+package plan_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opplace/opplace/graph/graphtest"
+	"github.com/opplace/opplace/plan"
+)
+
+func sample() *plan.Plan {
+	return &plan.Plan{
+		Model: "m.onnx", Cluster: "c", Strategy: "auto:m-etf", Mode: "train",
+		PredictedStepMS: 12.5, LowerBoundMS: 10, Gap: 0.25, Fits: true, CrossDeviceBytes: 1 << 20,
+		Devices: []plan.Device{
+			{Name: "gpu0", Type: "V100-16GB", Host: "h", MemoryBytes: 16 << 30, PeakMemoryBytes: 1 << 30, BusyMS: 10, Ops: 2},
+			{Name: "gpu1", Type: "V100-16GB", Host: "h", MemoryBytes: 16 << 30, PeakMemoryBytes: 0, BusyMS: 2, Ops: 1},
+		},
+		Ops: []plan.Op{
+			{Name: `a "quoted"\op`, Type: "Conv", Phase: "forward", Device: "gpu0", StartMS: 0, EndMS: 5},
+			{Name: "b\nnewline", Type: "Relu", Phase: "forward", Device: "gpu1", StartMS: 6, EndMS: 8},
+			{Name: "c", Type: "Add", Phase: "forward", Device: "gpu0", StartMS: 8, EndMS: 12.5},
+		},
+		Transfers: []plan.Transfer{{Tensor: "a", From: "gpu0", To: "gpu1", Bytes: 1 << 20, StartMS: 5, EndMS: 6}},
+	}
+}
+
+func TestWriteFormats(t *testing.T) {
+	p := sample()
+	var j bytes.Buffer
+	if err := plan.Write(&j, p, plan.JSON); err != nil {
+		t.Fatal(err)
+	}
+	var back plan.Plan
+	if err := json.Unmarshal(j.Bytes(), &back); err != nil || back.Ops[0].Name != p.Ops[0].Name || back.Transfers[0].Bytes != 1<<20 {
+		t.Fatalf("JSON round trip: %v %+v", err, back)
+	}
+	for _, field := range []string{`"predicted_step_ms"`, `"lower_bound_ms"`, `"peak_memory_bytes"`, `"busy_ms"`, `"start_ms"`, `"transfers"`} {
+		if !bytes.Contains(j.Bytes(), []byte(field)) {
+			t.Errorf("JSON lacks %s", field)
+		}
+	}
+	var y bytes.Buffer
+	if err := plan.Write(&y, p, plan.YAML); err != nil {
+		t.Fatal(err)
+	}
+	var backY plan.Plan
+	if err := yaml.Unmarshal(y.Bytes(), &backY); err != nil || backY.PredictedStepMS != 12.5 || len(backY.Ops) != 3 {
+		t.Fatalf("YAML round trip: %v %+v", err, backY)
+	}
+	var tb bytes.Buffer
+	if err := plan.Write(&tb, p, plan.Table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"12.500 ms predicted", "10.000 ms lower bound", "gap 25.0%", "gpu0", "1.00 GiB", "16.00 GiB", "transfers:  1, 1.00 MiB"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	if _, err := plan.ParseFormat("xml"); err == nil {
+		t.Error("xml accepted")
+	}
+}
+
+func TestDOTEscapesNames(t *testing.T) {
+	b := graphtest.New("g").Input("x", 8).Op(`a "quoted"\op`, 1, 1<<20, "x").Op("b\nnewline", 1, 8, `a "quoted"\op`).Op("c", 1, 8, `a "quoted"\op`)
+	var out bytes.Buffer
+	if err := plan.WriteDOT(&out, sample(), b.G); err != nil {
+		t.Fatal(err)
+	}
+	dot := out.String()
+	for _, want := range []string{`"a \"quoted\"\\op" -> "b\nnewline" [label="1.00 MiB"`, `subgraph "cluster_0"`, `"c"`, "newrank=true"} {
+		if !strings.Contains(dot, want) {
+			t.Errorf("DOT lacks %s:\n%s", want, dot)
+		}
+	}
+	if strings.Contains(dot, `"a \"quoted\"\\op" -> "c" [label`) {
+		t.Error("an edge within one device is labelled as a transfer")
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := plan.WriteFileAtomic(path, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("error %v does not wrap the writer's", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "old" {
+		t.Errorf("failed write changed the file to %q", data)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	if err := plan.WriteFileAtomic(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "new" {
+		t.Errorf("file holds %q", data)
+	}
+	if err := plan.WriteFileAtomic(filepath.Join(dir, "missing", "p.json"), func(io.Writer) error { return nil }); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
