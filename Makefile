@@ -11,8 +11,10 @@ BENCHTIME ?= 3x
 
 all: build
 
-# Debian packages: graphviz renders the DOT views (tests check they render).
-APT_PACKAGES := graphviz
+# Debian packages: graphviz renders the DOT views (tests check they render);
+# libonnx-testdata is ONNX's conformance suite; Clp and Cbc are the LP and
+# MIP solvers behind m-sct and ilp (cgo, found with pkg-config).
+APT_PACKAGES := graphviz libonnx-testdata coinor-libclp-dev coinor-libcbc-dev pkg-config g++
 
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

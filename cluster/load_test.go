@@ -246,23 +246,25 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// TestFormatExamples parses every yaml block of FORMAT.md, so that the
-// documentation cannot drift from the loader.
+// TestFormatExamples parses every yaml block of the README's "Cluster
+// files" section, so that the documentation cannot drift from the loader.
 func TestFormatExamples(t *testing.T) {
-	doc, err := os.ReadFile("FORMAT.md")
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("FORMAT.md not present")
-	}
+	doc, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := strings.Split(string(doc), "```yaml\n")[1:]
+	_, section, found := strings.Cut(string(doc), "\n## Cluster files\n")
+	if !found {
+		t.Fatal(`README.md has no "## Cluster files" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := strings.Split(section, "```yaml\n")[1:]
 	if len(blocks) < 2 {
-		t.Fatalf("found %d yaml blocks in FORMAT.md, want at least 2", len(blocks))
+		t.Fatalf("found %d yaml blocks in the README's cluster section, want at least 2", len(blocks))
 	}
 	for i, b := range blocks {
 		src, _, _ := strings.Cut(b, "```")
-		c, err := Parse([]byte(src), "FORMAT.md")
+		c, err := Parse([]byte(src), "README.md")
 		if err != nil {
 			t.Errorf("block %d: %v", i, err)
 			continue
