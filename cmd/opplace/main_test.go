@@ -43,33 +43,46 @@ var clusters = []struct {
 }{{"4xV100", 4}, {"8xA100-2host", 8}, {"hetero", 5}}
 
 func TestPlanRealModels(t *testing.T) {
-	for _, m := range planModels {
-		for _, c := range clusters {
-			t.Run(m.name+"/"+c.name, func(t *testing.T) {
-				dir := t.TempDir()
-				dotFile := filepath.Join(dir, "plan.dot")
-				args := append([]string{"plan", filepath.Join(modelDir, m.name+".onnx"),
-					"--cluster", filepath.Join(clusterDir, c.name+".yaml"), "--dot", dotFile, "-o", "json"}, m.flags...)
-				code, stdout, stderr := invoke(t, args...)
-				if code != 0 {
-					t.Fatalf("exit %d: %s", code, stderr)
-				}
-				var p plan.Plan
-				if err := json.Unmarshal([]byte(stdout), &p); err != nil {
-					t.Fatalf("plan is not JSON: %v", err)
-				}
-				checkPlan(t, &p, m.nodes, c.devices)
-				// Rendering costs seconds on the larger graphs: once per model.
-				checkDOT(t, dotFile, m.nodes, c.name == clusters[0].name)
-			})
+	for _, mode := range []string{"infer", "train"} {
+		for _, m := range planModels {
+			for _, c := range clusters {
+				t.Run(mode+"/"+m.name+"/"+c.name, func(t *testing.T) {
+					dir := t.TempDir()
+					dotFile := filepath.Join(dir, "plan.dot")
+					args := append([]string{"plan", filepath.Join(modelDir, m.name+".onnx"), "--mode", mode,
+						"--cluster", filepath.Join(clusterDir, c.name+".yaml"), "--dot", dotFile, "-o", "json"}, m.flags...)
+					code, stdout, stderr := invoke(t, args...)
+					if code != 0 {
+						t.Fatalf("exit %d: %s", code, stderr)
+					}
+					var p plan.Plan
+					if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+						t.Fatalf("plan is not JSON: %v", err)
+					}
+					checkPlan(t, &p, m.nodes, c.devices)
+					if p.Mode != mode {
+						t.Errorf("plan mode %q, want %q", p.Mode, mode)
+					}
+					// Rendering costs seconds on the larger graphs: once per model.
+					checkDOT(t, dotFile, len(p.Ops), mode == "infer" && c.name == clusters[0].name)
+				})
+			}
 		}
 	}
 }
 
 func checkPlan(t *testing.T, p *plan.Plan, nodes, devices int) {
 	t.Helper()
-	if len(p.Ops) != nodes {
-		t.Errorf("plan has %d ops, the model has %d nodes", len(p.Ops), nodes)
+	// Every ONNX node is a forward op; a training step adds backward and
+	// update ops, each colocated with the forward op it belongs to.
+	forward := 0
+	for _, op := range p.Ops {
+		if op.Phase == "forward" {
+			forward++
+		}
+	}
+	if forward != nodes || p.Mode == "infer" && len(p.Ops) != nodes || p.Mode == "train" && len(p.Ops) <= nodes {
+		t.Errorf("%s plan has %d ops, %d forward; the model has %d nodes", p.Mode, len(p.Ops), forward, nodes)
 	}
 	if len(p.Devices) != devices {
 		t.Fatalf("plan has %d devices, want %d", len(p.Devices), devices)
