@@ -22,6 +22,13 @@ type Model interface {
 	OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64
 }
 
+// TransferModel is implemented by cost models that know some transfers'
+// times better than the link model (a profile that measured them). def is
+// the link model's time; returning it keeps the default.
+type TransferModel interface {
+	TransferTime(g *graph.Graph, t graph.TensorID, from, to *cluster.Device, def float64) float64
+}
+
 // Table holds every op's time on every device type of a cluster and the
 // memory each op needs, so placers and the simulator never call the model
 // in their inner loops.
@@ -38,11 +45,13 @@ type Table struct {
 	// parameter and constant inputs.
 	outBytes  []int64
 	tempBytes []int64
+	transfer  TransferModel
 }
 
 // NewTable evaluates model for every op and device type of c.
 func NewTable(g *graph.Graph, c *cluster.Cluster, model Model) *Table {
 	t := &Table{Graph: g, Cluster: c, typeOf: make([]int, len(c.Devices))}
+	t.transfer, _ = model.(TransferModel)
 	index := map[*cluster.DeviceType]int{}
 	for i := range c.Devices {
 		dt := c.Devices[i].Type
@@ -97,7 +106,18 @@ func (t *Table) OutputBytes(op graph.OpID) int64 { return t.outBytes[op] }
 // TempBytes is the scratch memory op needs while it runs.
 func (t *Table) TempBytes(op graph.OpID) int64 { return t.tempBytes[op] }
 
-// Transfer is the time to move bytes from device a to device b.
+// TensorTransfer is the time to move tensor tid from device a to device
+// b: the model's own figure when it has one, else the link model's.
+func (t *Table) TensorTransfer(tid graph.TensorID, a, b int) float64 {
+	def := t.Cluster.TransferTime(a, b, t.Graph.Tensors[tid].Bytes())
+	if t.transfer == nil || a == b {
+		return def
+	}
+	return t.transfer.TransferTime(t.Graph, tid, &t.Cluster.Devices[a], &t.Cluster.Devices[b], def)
+}
+
+// Transfer is the time to move bytes from device a to device b by the
+// link model; placers use it to probe sizes without a tensor.
 func (t *Table) Transfer(a, b int, bytes int64) float64 {
 	return t.Cluster.TransferTime(a, b, bytes)
 }

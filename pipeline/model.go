@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/costed"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx"
 )
@@ -42,6 +43,13 @@ type Format struct {
 // head reads it. ONNX comes last and accepts anything, so a file that is
 // nothing known gets the protobuf reader's error.
 var formats = []Format{
+	{Name: "costed", Sniff: costed.Sniff, Load: func(path string, _ ImportOptions) (*Model, error) {
+		m, err := costed.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: m.Warnings}, nil
+	}},
 	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX},
 }
 

@@ -153,10 +153,17 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	default:
 		return &InputError{fmt.Errorf("unknown mode %q: use train or infer", r.opts.Mode)}
 	}
-	for i := range r.model.Graph.Ops {
-		if r.model.Graph.Ops[i].Phase != graph.Forward {
-			return nil
+	if r.model.Costs != nil {
+		// Measured graphs are planned as given: their backward ops, if any,
+		// come from the file, and synthesised ones would have no times.
+		if !hasPhase(r.model.Graph, graph.Backward) {
+			r.model.Warnings = append(r.model.Warnings, "the costed graph has no backward ops: it is planned as given, a forward pass")
+			r.opts.Mode = ModeInfer
 		}
+		return nil
+	}
+	if hasPhase(r.model.Graph, graph.Backward) {
+		return nil
 	}
 	opt, err := train.ParseOptimizer(r.opts.Optimizer)
 	if err != nil {
@@ -168,6 +175,15 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	}
 	r.model.Graph = g
 	return nil
+}
+
+func hasPhase(g *graph.Graph, p graph.Phase) bool {
+	for i := range g.Ops {
+		if g.Ops[i].Phase == p {
+			return true
+		}
+	}
+	return false
 }
 
 func loadCluster(_ context.Context, r *run) error {
@@ -194,6 +210,13 @@ func buildCosts(_ context.Context, r *run) error {
 		model = r.model.Costs
 	default:
 		model = cost.Roofline{}
+	}
+	if check, ok := model.(interface {
+		CheckCluster(*graph.Graph, *cluster.Cluster) error
+	}); ok {
+		if err := check.CheckCluster(r.model.Graph, r.cluster); err != nil {
+			return &InputError{err}
+		}
 	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)
 	p, err := placer.NewProblem(r.model.Graph, table)

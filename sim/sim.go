@@ -334,7 +334,7 @@ func (s *state) opDone(op graph.OpID, now float64) {
 			for _, r := range res {
 				start = max(start, s.free[r])
 			}
-			end := start + s.t.Transfer(d, cd, bytes)
+			end := start + s.t.TensorTransfer(out, d, cd)
 			for _, r := range res {
 				s.free[r] = end
 			}

@@ -1,0 +1,120 @@
+package costed
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// FormatV1 is the value of the "format" key that marks a costed graph.
+const FormatV1 = "opplace-costed-graph/v1"
+
+// formatPrefix is what Sniff looks for: any version, so a file of a later
+// version gets a clear "unsupported version" error rather than ONNX's.
+const formatPrefix = "opplace-costed-graph/"
+
+// File is a costed graph as written in JSON.
+type File struct {
+	// Format must be FormatV1.
+	Format string `json:"format"`
+	// Name defaults to the file name without its extension.
+	Name  string `json:"name,omitempty"`
+	Ops   []Op   `json:"ops"`
+	Edges []Edge `json:"edges,omitempty"`
+}
+
+// Op is one measured operator.
+type Op struct {
+	// Name is unique within the file; edges refer to it.
+	Name string `json:"name"`
+	// Type is descriptive ("MatMul"); optional.
+	Type string `json:"type,omitempty"`
+	// Phase is "forward" (default), "backward" or "update".
+	Phase string `json:"phase,omitempty"`
+	// Colocate names a group whose ops must share one device.
+	Colocate string `json:"colocate,omitempty"`
+	// TimesMS is the op's time in milliseconds per device type name, as
+	// the cluster file spells the type (case-insensitive). A type not
+	// listed cannot run the op.
+	TimesMS map[string]float64 `json:"times_ms"`
+	// ParamBytes stay resident on the op's device for the whole step.
+	ParamBytes int64 `json:"param_bytes,omitempty"`
+	// OutputBytes are allocated when the op starts and live until its
+	// consumers on that device have run (until the end for a sink).
+	OutputBytes int64 `json:"output_bytes,omitempty"`
+	// TempBytes are scratch, held only while the op runs.
+	TempBytes int64 `json:"temp_bytes,omitempty"`
+}
+
+// Edge is data flowing from one op to another.
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Bytes moved when From and To run on different devices; nil means
+	// From's OutputBytes.
+	Bytes *int64 `json:"bytes,omitempty"`
+	// TransferMS, when set, is the time of that move in milliseconds on
+	// any pair of devices, replacing the cluster's link model.
+	TransferMS *float64 `json:"transfer_ms,omitempty"`
+}
+
+// Sniff reports whether a file starting with head is a costed graph of
+// either format opplace reads.
+func Sniff(head []byte) bool { return sniffV1(head) || sniffDNN(head) }
+
+func sniffV1(head []byte) bool {
+	return isJSONObject(head) && (bytes.Contains(head, []byte(`"`+formatPrefix)) ||
+		// A graph that forgot its format line still reaches our decoder,
+		// which says what is missing, instead of the ONNX reader's error.
+		bytes.Contains(head, []byte(`"ops"`)) && bytes.Contains(head, []byte(`"times_ms"`)))
+}
+
+func isJSONObject(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	head = bytes.TrimPrefix(head, []byte("\ufeff"))
+	head = bytes.TrimLeft(head, " \t\r\n")
+	return len(head) > 0 && head[0] == '{'
+}
+
+// Encode writes f as JSON with one op and one edge per line, so examples
+// diff well. Map keys are sorted, so the output is deterministic.
+func (f *File) Encode(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep "a->b" readable
+	put := func(v any) {
+		buf.Reset()
+		enc.Encode(v) // the types here always marshal
+		bw.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	}
+	bw.WriteString("{\n  \"format\": ")
+	put(f.Format)
+	if f.Name != "" {
+		bw.WriteString(",\n  \"name\": ")
+		put(f.Name)
+	}
+	bw.WriteString(",\n  \"ops\": [")
+	for i := range f.Ops {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n    ")
+		put(&f.Ops[i])
+	}
+	bw.WriteString("\n  ]")
+	if len(f.Edges) > 0 {
+		bw.WriteString(",\n  \"edges\": [")
+		for i := range f.Edges {
+			if i > 0 {
+				bw.WriteString(",")
+			}
+			bw.WriteString("\n    ")
+			put(&f.Edges[i])
+		}
+		bw.WriteString("\n  ]")
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
+}
