@@ -2,15 +2,19 @@ package onnx
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
 )
 
 // Control flow. Bodies are imported as nested graphs (graph.Attr.Graphs)
-// and shaped with the values visible at the node. Cost: an If costs its
-// taken branch when the condition is known, else its most expensive
-// branch; a Loop costs trip count × body, a Scan sequence length × body.
+// and shaped with the values visible at the node. An If whose condition
+// folds takes that branch; otherwise it is shaped and costed as the
+// branch Options.IfBranch picks (by default the one with more FLOPs). A
+// Loop costs trip count × body, where the trip count is M when it folds
+// and Options.LoopTrips otherwise; a Scan costs sequence length × body,
+// the length being read from its inputs' shapes.
 
 func init() {
 	register("", inferIf, "If")
@@ -90,24 +94,32 @@ func inferIf(n *node) error {
 	if len(thenOut) != len(elseOut) || len(thenOut) < len(n.out) {
 		return fmt.Errorf("branches have %d and %d outputs, the node %d", len(thenOut), len(elseOut), len(n.out))
 	}
-	outs, w := thenOut, thenW
-	if c, ok := n.ints(0); ok && len(c) == 1 {
-		if c[0] == 0 {
-			outs, w = elseOut, elseW
+	cond, known := n.ints(0)
+	known = known && len(cond) == 1
+	var takeElse bool
+	if known {
+		takeElse = cond[0] == 0
+	} else {
+		// The branch is decided at run time: plan for the one the options
+		// choose, so that downstream shapes and costs stay concrete.
+		n.c.dynamicIf = append(n.c.dynamicIf, n.name)
+		switch n.c.opts.IfBranch {
+		case IfThen:
+		case IfElse:
+			takeElse = true
+		default:
+			takeElse = elseW.FLOPs > thenW.FLOPs
 		}
-	} else if elseW.FLOPs > thenW.FLOPs {
+	}
+	outs, w := thenOut, thenW
+	if takeElse {
 		outs, w = elseOut, elseW
 	}
 	for i := range n.out {
-		v := outs[i]
-		o := thenOut[i]
-		if o == outs[i] {
-			o = elseOut[i]
-		}
-		// Branch outputs of different shapes leave the shape unknown
-		// unless the condition picks the branch.
-		if _, known := n.ints(0); !known && (!v.known || !o.known || !slices.Equal(v.shape, o.shape)) {
-			v = &value{dtype: v.dtype}
+		o := outs[i]
+		v := &value{dtype: o.dtype, shape: clone(o.shape), known: o.known}
+		if known {
+			v.ints, v.floats = o.ints, o.floats
 		}
 		if err := n.setValue(i, v); err != nil {
 			return err
@@ -117,11 +129,31 @@ func inferIf(n *node) error {
 	return nil
 }
 
+// maxTrips is the smallest trip count taken as a "run until the condition
+// fails" sentinel rather than a real count: exporters write INT32_MAX or
+// INT64_MAX as M of while loops.
+const maxTrips = math.MaxInt32
+
+// loopTrips returns a Loop's trip count when it is a constant: M when it
+// folds to a real count, 0 when the initial condition is false.
+func loopTrips(n *node) (int64, bool) {
+	if c, ok := n.ints(1); ok && len(c) == 1 && c[0] == 0 {
+		return 0, true
+	}
+	if t, ok := n.ints(0); ok && len(t) == 1 && t[0] >= 0 && t[0] < maxTrips {
+		return t[0], true
+	}
+	return 0, false
+}
+
 func inferLoop(n *node) error {
-	trip := int64(-1)
-	if m := n.input(0); m != nil {
-		if t, ok := n.ints(0); ok && len(t) == 1 {
-			trip = t[0]
+	trip, constant := loopTrips(n)
+	estimated := false
+	if !constant {
+		n.c.dynamicLoop = append(n.c.dynamicLoop, n.name)
+		trip = n.c.opts.LoopTrips
+		if trip <= 0 {
+			trip, estimated = -1, true
 		}
 	}
 	carried := n.in[min(2, len(n.in)):]
@@ -129,9 +161,7 @@ func inferLoop(n *node) error {
 		{dtype: graph.Int64, shape: []int64{}, known: true},
 		{dtype: graph.Bool, shape: []int64{}, known: true},
 	}
-	for _, v := range carried {
-		formal = append(formal, v)
-	}
+	formal = append(formal, carried...)
 	outs, w, err := n.inferSub("body", formal)
 	if err != nil {
 		return err
@@ -152,18 +182,46 @@ func inferLoop(n *node) error {
 				v = &value{dtype: v.dtype, shape: append([]int64{trip}, v.shape...), known: true}
 			}
 		} else {
-			v = &value{dtype: v.dtype, shape: v.shape, known: v.known}
+			v = &value{dtype: v.dtype, shape: clone(v.shape), known: v.known}
 		}
 		if err := n.setValue(i, v); err != nil {
 			return err
 		}
 	}
-	if trip < 0 {
+	if estimated {
 		w.Estimated = true // one iteration counted
 		trip = 1
 	}
 	n.work = scaleWork(w, trip)
 	return nil
+}
+
+// controlFlowWarnings reports, once per kind, the If and Loop nodes whose
+// shapes and costs rest on Options rather than on the model, and options
+// that found nothing to apply to.
+func (c *converter) controlFlowWarnings() {
+	if k := len(c.dynamicLoop); k > 0 {
+		msg := fmt.Sprintf("%d Loop node(s) have no constant trip count (first: %q): ", k, c.dynamicLoop[0])
+		if t := c.opts.LoopTrips; t > 0 {
+			msg += fmt.Sprintf("counted as %d iterations (--loop-trips %d)", t, t)
+		} else {
+			msg += "one iteration counted (cost estimated) and scan outputs left unshaped; set the count with --loop-trips N"
+		}
+		c.warn("loop-trips", msg)
+	} else if t := c.opts.LoopTrips; t > 0 {
+		c.warn("loop-trips", fmt.Sprintf("--loop-trips %d: the model has no Loop without a constant trip count", t))
+	}
+	branch := c.opts.IfBranch
+	if k := len(c.dynamicIf); k > 0 {
+		what := "the branch with more FLOPs (--if-branch max)"
+		if branch == IfThen || branch == IfElse {
+			what = fmt.Sprintf("the %s branch (--if-branch %s)", branch, branch)
+		}
+		c.warn("if-branch", fmt.Sprintf("%d If node(s) have a condition that is not a constant (first: %q): shaped and costed as %s; choose with --if-branch then|else|max",
+			k, c.dynamicIf[0], what))
+	} else if branch == IfThen || branch == IfElse {
+		c.warn("if-branch", fmt.Sprintf("--if-branch %s: the model has no If whose condition is not a constant", branch))
+	}
 }
 
 func inferScan(n *node) error {

@@ -22,7 +22,11 @@ type converter struct {
 	warnings map[string]string
 	// unshaped lists, per op type, the nodes whose outputs stayed unknown.
 	unshaped map[string][]string
-	depth    int
+	// dynamicIf and dynamicLoop list the If nodes whose condition and the
+	// Loop nodes whose trip count are not constants, in inference order.
+	dynamicIf   []string
+	dynamicLoop []string
+	depth       int
 	// constFloats holds the contents of small float tensor attributes
 	// (graph.Attr keeps only integer contents).
 	constFloats map[*graph.Tensor][]float64
@@ -64,6 +68,7 @@ func (c *converter) finishWarnings() []string {
 		msg := fmt.Sprintf("%d %s node(s) have outputs of unknown shape (first: %q)", len(names), op, names[0])
 		c.warn("unshaped:"+op, msg)
 	}
+	c.controlFlowWarnings()
 	for d := range c.opts.Dims {
 		if !c.dimsSeen[d] {
 			c.warn("dim:"+d, fmt.Sprintf("--dim %s: the model has no symbolic dimension named %q", d, d))
@@ -108,6 +113,11 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, name := range sortedKeys(c.opts.Shapes) {
+		if !slices.Contains(sg.inputs, name) {
+			return nil, fmt.Errorf("--shape %s: the model has no input named %q (inputs: %v)", name, name, sg.inputs)
+		}
+	}
 	sc := &scope{vals: map[string]*value{}}
 	for _, name := range sg.inputs {
 		id, _ := sg.g.TensorByName(name)
@@ -124,11 +134,6 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 		}
 		sc.vals[name] = v
 		writeTensor(sg.g.Tensor(id), v)
-	}
-	for name := range c.opts.Shapes {
-		if !slices.Contains(sg.inputs, name) {
-			return nil, fmt.Errorf("--shape %s: the model has no input named %q (inputs: %v)", name, name, sg.inputs)
-		}
 	}
 	if err := c.infer(sg, sc); err != nil {
 		return nil, err

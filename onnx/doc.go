@@ -24,6 +24,18 @@
 // Symbolic dimensions are bound by Options; an unbound one is an error
 // naming the input, the axis and the flag that binds it.
 //
+// # Control flow
+//
+// An If whose condition folds to a constant takes that branch. Otherwise
+// it is shaped and costed as the branch Options.IfBranch names — by
+// default the one with more FLOPs, so a plan never underestimates it. A
+// Loop runs M times when M folds to a count (INT32_MAX and above are
+// exporters' "while" sentinels, not counts), else Options.LoopTrips
+// times; without that option one iteration is counted, the cost marked
+// estimated and the stacked scan outputs left unshaped. A Scan runs once
+// per element of its sequence axis, which its input shapes give. Both
+// cases warn, naming the first such node and the option.
+//
 // Unknown ops keep the shapes the model declares for their outputs, if
 // any, get an estimated cost (graph.Work.Estimated) and one warning per
 // op type; import never aborts on them.

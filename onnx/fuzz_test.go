@@ -26,24 +26,31 @@ func FuzzDecode(f *testing.F) {
 		if time.Since(st) > 5*time.Second {
 			t.Fatalf("SLOW %v", time.Since(st))
 		}
-		if err != nil {
-			var ie *InputError
-			if !errors.As(err, &ie) {
-				t.Fatalf("error is not an *InputError: %v", err)
-			}
-			return
-		}
-		g := m.Graph
-		for i := range g.Tensors {
-			tt := &g.Tensors[i]
-			if tt.ShapeKnown && checkShape(tt.Shape) != nil {
-				t.Fatalf("tensor %q has shape %v", tt.Name, tt.Shape)
-			}
-		}
-		for i := range g.Ops {
-			if w := g.Ops[i].Work; w.FLOPs < 0 || w.MACs < 0 {
-				t.Fatalf("op %q has negative work %+v", g.Ops[i].Name, w)
-			}
-		}
+		checkImport(t, m, err)
 	})
+}
+
+// checkImport fails t unless err is an *InputError, or the model has
+// valid shapes and non-negative work.
+func checkImport(t *testing.T, m *Model, err error) {
+	t.Helper()
+	if err != nil {
+		var ie *InputError
+		if !errors.As(err, &ie) {
+			t.Fatalf("error is not an *InputError: %v", err)
+		}
+		return
+	}
+	g := m.Graph
+	for i := range g.Tensors {
+		tt := &g.Tensors[i]
+		if tt.ShapeKnown && checkShape(tt.Shape) != nil {
+			t.Fatalf("tensor %q has shape %v", tt.Name, tt.Shape)
+		}
+	}
+	for i := range g.Ops {
+		if w := g.Ops[i].Work; w.FLOPs < 0 || w.MACs < 0 {
+			t.Fatalf("op %q has negative work %+v", g.Ops[i].Name, w)
+		}
+	}
 }

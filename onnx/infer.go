@@ -2,7 +2,10 @@ package onnx
 
 import (
 	"fmt"
+	"path"
+	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 )
@@ -41,12 +44,25 @@ var registry = map[opKey]inferFunc{}
 // msDomain is ONNX Runtime's contrib-op domain.
 const msDomain = "com.microsoft"
 
+// families maps each registered op to its family: the name of the file
+// that registers it (conv, reduce, shapeops...), so that adding a family
+// is adding a file. Used to report coverage.
+var families = map[opKey]string{}
+
 // register adds f for every op type in ops, in the given domain.
 func register(domain string, f inferFunc, ops ...string) {
+	family := "other"
+	if _, file, _, ok := runtime.Caller(1); ok {
+		family = strings.TrimSuffix(path.Base(file), ".go")
+	}
 	for _, op := range ops {
 		registry[opKey{domain, op}] = f
+		families[opKey{domain, op}] = family
 	}
 }
+
+// family returns the family of a supported op, "" for an unknown one.
+func family(domain, op string) string { return families[opKey{normDomain(domain), op}] }
 
 // Supported lists the operator types with shape inference, as
 // "domain:op" (empty domain for the ONNX standard set), sorted.

@@ -12,8 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Options bind the dynamic dimensions of a model's inputs. Precedence,
-// highest first: Shapes, Dims, Batch.
+// Options bind what the model leaves to run time: the dynamic dimensions
+// of its inputs (precedence, highest first: Shapes, Dims, Batch), the trip
+// count of data-dependent loops and the branch an If with a run-time
+// condition is costed as.
 type Options struct {
 	// Dims binds a symbolic dimension (dim_param) everywhere it appears
 	// (--dim NAME=VALUE).
@@ -23,7 +25,25 @@ type Options struct {
 	Batch int64
 	// Shapes sets one input's whole shape (--shape INPUT=D0,D1,...).
 	Shapes map[string][]int64
+	// LoopTrips is the iteration count assumed for a Loop whose trip count
+	// is not a constant (--loop-trips N): its cost is the body's times
+	// LoopTrips and its scan outputs get LoopTrips as leading dimension.
+	// 0 counts one iteration, marks the cost estimated and leaves the scan
+	// outputs unshaped. Either way the import warns.
+	LoopTrips int64
+	// IfBranch is the branch an If whose condition is not a constant is
+	// shaped and costed as (--if-branch): IfThen, IfElse or IfMax (the
+	// branch with more FLOPs, then on ties); "" means IfMax. An If whose
+	// condition folds to a constant always takes that branch.
+	IfBranch string
 }
+
+// Values of Options.IfBranch.
+const (
+	IfMax  = "max"
+	IfThen = "then"
+	IfElse = "else"
+)
 
 // Model is an imported ONNX model.
 type Model struct {
@@ -129,13 +149,21 @@ func checkOptions(o Options) error {
 	if o.Batch < 0 {
 		return fmt.Errorf("--batch %d: the batch size must be positive", o.Batch)
 	}
-	for k, v := range o.Dims {
-		if v < 0 {
+	if o.LoopTrips < 0 {
+		return fmt.Errorf("--loop-trips %d: the trip count must be positive", o.LoopTrips)
+	}
+	switch o.IfBranch {
+	case "", IfMax, IfThen, IfElse:
+	default:
+		return fmt.Errorf("--if-branch %q: want then, else or max", o.IfBranch)
+	}
+	for _, k := range sortedKeys(o.Dims) {
+		if v := o.Dims[k]; v < 0 {
 			return fmt.Errorf("--dim %s=%d: a dimension must not be negative", k, v)
 		}
 	}
-	for k, s := range o.Shapes {
-		if err := checkShape(s); err != nil {
+	for _, k := range sortedKeys(o.Shapes) {
+		if err := checkShape(o.Shapes[k]); err != nil {
 			return fmt.Errorf("--shape %s: %v", k, err)
 		}
 	}

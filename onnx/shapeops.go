@@ -46,7 +46,7 @@ func strides(s []int64) []int64 {
 // coordinate to a source flat index (or -1 when it cannot).
 func gatherFold(src, out *value, index func(coord []int64) int64) {
 	n := out.elems()
-	if n > maxFold || !(src.hasInts() || src.hasFloats()) {
+	if n < 0 || n > maxFold || checkShape(out.shape) != nil || !(src.hasInts() || src.hasFloats()) {
 		return
 	}
 	coord := make([]int64, len(out.shape))
@@ -621,6 +621,9 @@ func inferExpand(n *node) error {
 	shape, ok := n.ints(1)
 	if !ok {
 		return errNeedValue
+	}
+	if err := checkShape(shape); err != nil {
+		return fmt.Errorf("target shape: %v", err)
 	}
 	out, err := broadcast(x.shape, shape)
 	if err != nil {

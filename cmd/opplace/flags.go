@@ -10,12 +10,15 @@ import (
 	"github.com/opplace/opplace/onnx"
 )
 
-// dimFlags are the flags that bind a model's dynamic dimensions; every
-// command that reads a model takes them.
+// dimFlags are the flags that bind what a model leaves to run time: its
+// dynamic dimensions, data-dependent loop trip counts and If branches.
+// Every command that reads a model takes them.
 type dimFlags struct {
-	dims   []string
-	batch  int64
-	shapes []string
+	dims      []string
+	batch     int64
+	shapes    []string
+	loopTrips int64
+	ifBranch  string
 }
 
 func (f *dimFlags) register(cmd *cobra.Command) {
@@ -23,13 +26,23 @@ func (f *dimFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.dims, "dim", nil, "bind a symbolic dimension everywhere, NAME=VALUE (repeatable)")
 	fl.Int64Var(&f.batch, "batch", 0, "bind the leading dimension of every graph input whose leading dimension is dynamic")
 	fl.StringArrayVar(&f.shapes, "shape", nil, "set one input's whole shape, INPUT=D0,D1,... (repeatable)")
+	fl.Int64Var(&f.loopTrips, "loop-trips", 0, "iterations assumed for a Loop whose trip count is not a constant (default: count one and warn)")
+	fl.StringVar(&f.ifBranch, "if-branch", onnx.IfMax, "branch an If with a run-time condition is shaped and costed as: then, else or max (the one with more FLOPs)")
 }
 
 // options parses the flags into importer options.
 func (f *dimFlags) options() (onnx.Options, error) {
-	opts := onnx.Options{Batch: f.batch}
+	opts := onnx.Options{Batch: f.batch, LoopTrips: f.loopTrips, IfBranch: f.ifBranch}
 	if f.batch < 0 {
 		return opts, usageError{fmt.Errorf("--batch %d: must be positive", f.batch)}
+	}
+	if f.loopTrips < 0 {
+		return opts, usageError{fmt.Errorf("--loop-trips %d: must be positive", f.loopTrips)}
+	}
+	switch f.ifBranch {
+	case onnx.IfMax, onnx.IfThen, onnx.IfElse:
+	default:
+		return opts, usageError{fmt.Errorf("--if-branch %q: want then, else or max", f.ifBranch)}
 	}
 	for _, d := range f.dims {
 		name, val, ok := strings.Cut(d, "=")

@@ -1,0 +1,154 @@
+package onnx
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/onnx/onnxpb"
+	"google.golang.org/protobuf/proto"
+)
+
+const boolType = int32(onnxpb.TensorProto_BOOL)
+
+func boolConst(name string, v bool) *onnxpb.NodeProto {
+	x := int32(0)
+	if v {
+		x = 1
+	}
+	return &onnxpb.NodeProto{OpType: proto.String("Constant"), Output: strs(name), Attribute: []*onnxpb.AttributeProto{
+		aTensor("value", &onnxpb.TensorProto{DataType: proto.Int32(boolType), Int32Data: []int32{x}})}}
+}
+
+// ifModel is x (4×8) → If(cond) with a MatMul then-branch (4×8, 256 MACs)
+// and a Transpose else-branch (8×4, free). cond is a graph input, or a
+// Constant when constCond is "true" or "false".
+func ifModel(constCond string) *modelBuilder {
+	then := &onnxpb.GraphProto{Name: proto.String("then"),
+		Node:   []*onnxpb.NodeProto{{OpType: proto.String("MatMul"), Input: strs("x", "w"), Output: strs("t")}},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("t")}}}
+	els := &onnxpb.GraphProto{Name: proto.String("else"),
+		Node:   []*onnxpb.NodeProto{{OpType: proto.String("Transpose"), Input: strs("x"), Output: strs("e")}},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("e")}}}
+	b := newModel(17).input("x", f32, 4, 8).weight("w", 8, 8)
+	if constCond == "" {
+		b.input("cond", boolType)
+	} else {
+		b.m.Graph.Node = append(b.m.Graph.Node, boolConst("cond", constCond == "true"))
+	}
+	return b.node("If", strs("cond"), strs("y"), aGraph("then_branch", then), aGraph("else_branch", els)).output("y")
+}
+
+// loopModel is a Loop over a 4×8 accumulator whose body costs one 4×8·8×8
+// MatMul (256 MACs) and emits a 4×8 scan output per iteration. trip is
+// the constant M, or -1 for M read from a graph input.
+func loopModel(trip int64) *modelBuilder {
+	body := &onnxpb.GraphProto{Name: proto.String("body"),
+		Input: []*onnxpb.ValueInfoProto{valueInfo("i", i64), valueInfo("c", boolType), valueInfo("acc", f32)},
+		Node: []*onnxpb.NodeProto{
+			{OpType: proto.String("Identity"), Input: strs("c"), Output: strs("c2")},
+			{OpType: proto.String("MatMul"), Input: strs("acc", "w"), Output: strs("acc2")},
+			{OpType: proto.String("Relu"), Input: strs("acc2"), Output: strs("scan")},
+		},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("c2")}, {Name: proto.String("acc2")}, {Name: proto.String("scan")}}}
+	b := newModel(17).input("x", f32, 4, 8).weight("w", 8, 8)
+	if trip < 0 {
+		b.input("trip", i64)
+	} else {
+		b.ints("trip", nil, trip)
+	}
+	b.m.Graph.Node = append(b.m.Graph.Node, boolConst("true", true))
+	return b.node("Loop", strs("trip", "true", "x"), strs("final", "stacked"), aGraph("body", body)).
+		output("final").output("stacked")
+}
+
+func TestControlFlowOptions(t *testing.T) {
+	const mm = 4 * 8 * 8
+	cases := []struct {
+		name      string
+		model     *modelBuilder
+		opts      Options
+		op        string // the control-flow op checked
+		shapes    map[string]string
+		macs      int64
+		estimated bool
+		warning   string // a substring of the one warning; "" for none
+	}{
+		{name: "if default max", model: ifModel(""), op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
+			warning: `1 If node(s) have a condition that is not a constant (first: "If_0"): shaped and costed as the branch with more FLOPs (--if-branch max)`},
+		{name: "if max explicit", model: ifModel(""), opts: Options{IfBranch: IfMax}, op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
+			warning: "--if-branch max"},
+		{name: "if then", model: ifModel(""), opts: Options{IfBranch: IfThen}, op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
+			warning: "the then branch (--if-branch then)"},
+		{name: "if else", model: ifModel(""), opts: Options{IfBranch: IfElse}, op: "If", shapes: map[string]string{"y": "8x4"}, macs: 0,
+			warning: "the else branch (--if-branch else)"},
+		{name: "if constant false beats flag", model: ifModel("false"), opts: Options{IfBranch: IfThen}, op: "If",
+			shapes: map[string]string{"y": "8x4"}, macs: 0,
+			warning: "--if-branch then: the model has no If whose condition is not a constant"},
+		{name: "if constant true", model: ifModel("true"), op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm},
+		{name: "loop constant", model: loopModel(5), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "5x4x8"}, macs: 5 * mm},
+		{name: "loop constant ignores flag", model: loopModel(5), opts: Options{LoopTrips: 3}, op: "Loop",
+			shapes: map[string]string{"stacked": "5x4x8"}, macs: 5 * mm,
+			warning: "--loop-trips 3: the model has no Loop without a constant trip count"},
+		{name: "loop dynamic default", model: loopModel(-1), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "?"},
+			macs: mm, estimated: true,
+			warning: `1 Loop node(s) have no constant trip count (first: "Loop_1"): one iteration counted (cost estimated) and scan outputs left unshaped; set the count with --loop-trips N`},
+		{name: "loop dynamic flag", model: loopModel(-1), opts: Options{LoopTrips: 7}, op: "Loop",
+			shapes: map[string]string{"final": "4x8", "stacked": "7x4x8"}, macs: 7 * mm,
+			warning: "counted as 7 iterations (--loop-trips 7)"},
+		{name: "loop while sentinel", model: loopModel(math.MaxInt64), opts: Options{LoopTrips: 3}, op: "Loop",
+			shapes: map[string]string{"stacked": "3x4x8"}, macs: 3 * mm, warning: "counted as 3 iterations"},
+		{name: "loop zero trips", model: loopModel(0), op: "Loop", shapes: map[string]string{"stacked": "0x4x8"}, macs: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(tc.model.bytes(t), "cf.onnx", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := m.Graph
+			for name, want := range tc.shapes {
+				id, _ := g.TensorByName(name)
+				if s := g.Tensor(id).ShapeString(); s != want {
+					t.Errorf("%s = %s, want %s", name, s, want)
+				}
+			}
+			i := slices.IndexFunc(g.Ops, func(o graph.Op) bool { return o.Type == tc.op })
+			w := g.Ops[i].Work
+			if w.MACs != tc.macs || w.Estimated != tc.estimated {
+				t.Errorf("%s work = %+v, want %d MACs, estimated %v", tc.op, w, tc.macs, tc.estimated)
+			}
+			var got []string
+			for _, s := range m.Warnings {
+				if !strings.Contains(s, "unknown shape") {
+					got = append(got, s)
+				}
+			}
+			switch {
+			case tc.warning == "" && len(got) > 0:
+				t.Errorf("warnings %q, want none", got)
+			case tc.warning != "" && (len(got) != 1 || !strings.Contains(got[0], tc.warning)):
+				t.Errorf("warnings %q, want one containing %q", got, tc.warning)
+			}
+		})
+	}
+}
+
+func TestControlFlowBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{LoopTrips: -1}, "--loop-trips -1: the trip count must be positive"},
+		{Options{IfBranch: "both"}, `--if-branch "both": want then, else or max`},
+	} {
+		_, err := Decode(loopModel(5).bytes(t), "cf.onnx", tc.opts)
+		var ie *InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want an *InputError containing %q", tc.opts, err, tc.want)
+		}
+	}
+}
