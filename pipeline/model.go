@@ -11,6 +11,7 @@ import (
 	"github.com/opplace/opplace/costed"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/tf"
 )
 
 // ImportOptions binds a model's dynamic dimensions; every format that has
@@ -49,6 +50,15 @@ var formats = []Format{
 			return nil, err
 		}
 		return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: m.Warnings}, nil
+	}},
+	// TensorFlow: binary and text GraphDefs and TF.js graph models; it
+	// also takes any other JSON, to say why it is not a graph model.
+	{Name: "tensorflow", Sniff: func(h []byte) bool { return tf.Sniff(h) != tf.Unknown || IsJSON(h) }, Load: func(path string, o ImportOptions) (*Model, error) {
+		m, err := tf.Load(path, tf.Options{Import: o})
+		if err != nil {
+			return nil, err
+		}
+		return &Model{Graph: m.Graph, Format: m.Kind.String(), Warnings: m.Warnings}, nil
 	}},
 	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX},
 }

@@ -1,0 +1,688 @@
+package tf
+
+import (
+	"container/heap"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/opplace/opplace/graph"
+	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+)
+
+// ref is one data input: output out of node node.
+type ref struct{ node, out int }
+
+// tfNode is a NodeDef with its inputs resolved.
+type tfNode struct {
+	def  *nodepb.NodeDef
+	ins  []ref
+	ctrl []int
+	nout int
+}
+
+// maxPasses bounds the rounds of forward inference and backward shape
+// recovery.
+const maxPasses = 8
+
+type converter struct {
+	name  string
+	opts  Options
+	meta  *jsMeta
+	nodes []tfNode
+	index map[string]int
+	order []int
+	// vals[node][output] is what inference knows of each tensor.
+	vals [][]*value
+	// declared holds shapes known from the signature or recovered from
+	// consumers, by tensor name.
+	declared map[string]*value
+	works    []graph.Work
+	// guesses holds values chosen for scalar axis constants whose
+	// contents the model does not carry (see guessAxes).
+	guesses   map[string]int64
+	recovered []string
+	warnings  map[string]string
+	params    int64
+}
+
+func newConverter(name string, opts Options, meta *jsMeta) *converter {
+	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{}, guesses: map[string]int64{}}
+}
+
+func (c *converter) warn(key, msg string) {
+	if _, ok := c.warnings[key]; !ok {
+		c.warnings[key] = msg
+	}
+}
+
+func (c *converter) finishWarnings() []string {
+	out := make([]string, 0, len(c.warnings))
+	for _, w := range c.warnings {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// tensorName names output i of node: the node's name for output 0, as
+// TensorFlow does, else "name:i".
+func tensorName(node string, i int) string {
+	if i == 0 {
+		return node
+	}
+	return node + ":" + strconv.Itoa(i)
+}
+
+// isSource reports whether a node becomes a tensor rather than an op.
+func isSource(op string) bool { return op == "Const" || op == "Placeholder" }
+
+func label(nd *nodepb.NodeDef) string { return strconv.Quote(nd.GetName()) + " (" + nd.GetOp() + ")" }
+
+func (c *converter) convert(gd *graphpb.GraphDef) (*graph.Graph, error) {
+	if err := c.resolve(gd.GetNode()); err != nil {
+		return nil, err
+	}
+	if err := c.topoSort(); err != nil {
+		return nil, err
+	}
+	if c.meta != nil {
+		if len(c.meta.missing) > 0 {
+			c.warn("weights", fmt.Sprintf("weight file %s not found next to the model: the values of shape-feeding constants are unknown, so shapes they decide are recovered from the signature and from the ops consuming them where possible", strings.Join(c.meta.missing, ", ")))
+		}
+	}
+	if err := c.infer(); err != nil {
+		return nil, err
+	}
+	if err := c.guessAxes(); err != nil {
+		return nil, err
+	}
+	if len(c.recovered) > 0 {
+		sort.Strings(c.recovered)
+		ex := c.recovered[0]
+		c.warn("recovered", fmt.Sprintf("%d tensor shapes depend on constants whose values the model does not carry; they were recovered from the model's signature and the ops consuming them (e.g. %q), assuming an unknown dimension broadcast against a larger one equals it", len(c.recovered), ex))
+	}
+	return c.build()
+}
+
+// infer runs forward inference and backward shape recovery until
+// nothing new is learned, starting from the signature's shapes.
+func (c *converter) infer() error {
+	c.declared = map[string]*value{}
+	c.recovered = nil
+	if c.meta != nil {
+		for name, s := range c.meta.outputs {
+			if v := c.bindSignature(s); v != nil {
+				c.declared[name] = v
+			}
+		}
+	}
+	for pass := 0; ; pass++ {
+		if err := c.inferAll(); err != nil {
+			return err
+		}
+		if pass == maxPasses || !c.recover() {
+			return nil
+		}
+	}
+}
+
+// bindSignature turns a signature shape into a declared value, binding a
+// dynamic leading dimension with --batch.
+func (c *converter) bindSignature(s []int64) *value {
+	v := &value{shape: clone(s), ranked: true}
+	for i, d := range v.shape {
+		if d < 0 && i == 0 && c.opts.Import.Batch > 0 {
+			v.shape[i] = c.opts.Import.Batch
+		}
+	}
+	if !v.known() {
+		return nil
+	}
+	return v
+}
+
+// resolve indexes the nodes and parses their inputs.
+func (c *converter) resolve(defs []*nodepb.NodeDef) error {
+	c.index = make(map[string]int, len(defs))
+	c.nodes = make([]tfNode, len(defs))
+	for i, nd := range defs {
+		switch {
+		case nd.GetName() == "":
+			return fmt.Errorf("node #%d (%s) has no name", i, nd.GetOp())
+		case nd.GetOp() == "":
+			return fmt.Errorf("node %q has no op type", nd.GetName())
+		}
+		if _, dup := c.index[nd.GetName()]; dup {
+			return fmt.Errorf("node %q is defined twice", nd.GetName())
+		}
+		c.index[nd.GetName()] = i
+		c.nodes[i].def = nd
+	}
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		for _, in := range n.def.GetInput() {
+			name, ctrl := strings.CutPrefix(in, "^")
+			out := 0
+			if !ctrl {
+				if k := strings.LastIndexByte(name, ':'); k >= 0 {
+					v, err := strconv.Atoi(name[k+1:])
+					if err != nil || v < 0 {
+						return fmt.Errorf("node %s: input %q is not NODE or NODE:INDEX", label(n.def), in)
+					}
+					name, out = name[:k], v
+				}
+			}
+			src, ok := c.index[name]
+			if !ok || name == "" {
+				return fmt.Errorf("node %s: input %q names no node of the graph; the graph is incomplete (export or freeze it with all its dependencies)", label(n.def), in)
+			}
+			if ctrl {
+				n.ctrl = append(n.ctrl, src)
+				continue
+			}
+			n.ins = append(n.ins, ref{src, out})
+		}
+	}
+	// Output counts: what the op type says, or more if a consumer reads
+	// further.
+	for i := range c.nodes {
+		c.nodes[i].nout = fixedOutputs(c.nodes[i].def, len(c.nodes[i].ins))
+	}
+	for i := range c.nodes {
+		for _, r := range c.nodes[i].ins {
+			src := &c.nodes[r.node]
+			if r.out >= src.nout {
+				if isSource(src.def.GetOp()) || r.out > 1<<16 {
+					return fmt.Errorf("node %s reads output %d of %s, which has %d", label(c.nodes[i].def), r.out, label(src.def), src.nout)
+				}
+				src.nout = r.out + 1
+			}
+		}
+	}
+	return nil
+}
+
+// fixedOutputs is the number of outputs an op type produces.
+func fixedOutputs(nd *nodepb.NodeDef, nin int) int {
+	a := nd.GetAttr()
+	switch nd.GetOp() {
+	case "NoOp", "Assert", "SaveV2":
+		return 0
+	case "Unpack":
+		return int(a["num"].GetI())
+	case "Split", "SplitV":
+		return int(a["num_split"].GetI())
+	case "FusedBatchNorm", "FusedBatchNormV2":
+		return 5
+	case "FusedBatchNormV3", "_FusedBatchNormEx":
+		return 6
+	case "TopKV2", "Unique", "Switch", "NonMaxSuppressionV4":
+		return 2
+	case "NonMaxSuppressionV5":
+		return 3
+	case "IdentityN":
+		return nin
+	}
+	return 1
+}
+
+// intHeap orders ready nodes by their position in the file, so the
+// topological order is stable.
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// topoSort orders the nodes so that every node follows its data and
+// control inputs; ties go to file order.
+func (c *converter) topoSort() error {
+	n := len(c.nodes)
+	indeg := make([]int, n)
+	succ := make([][]int, n)
+	for i := range c.nodes {
+		for _, r := range c.nodes[i].ins {
+			succ[r.node] = append(succ[r.node], i)
+			indeg[i]++
+		}
+		for _, s := range c.nodes[i].ctrl {
+			succ[s] = append(succ[s], i)
+			indeg[i]++
+		}
+	}
+	h := &intHeap{}
+	for i := range indeg {
+		if indeg[i] == 0 {
+			*h = append(*h, i)
+		}
+	}
+	heap.Init(h)
+	c.order = make([]int, 0, n)
+	for h.Len() > 0 {
+		i := heap.Pop(h).(int)
+		c.order = append(c.order, i)
+		for _, s := range succ[i] {
+			if indeg[s]--; indeg[s] == 0 {
+				heap.Push(h, s)
+			}
+		}
+	}
+	if len(c.order) < n {
+		for i := range indeg {
+			if indeg[i] > 0 {
+				return fmt.Errorf("the graph has a cycle through node %s; TensorFlow 1 control flow (Enter/Merge/NextIteration loops) is not supported", label(c.nodes[i].def))
+			}
+		}
+	}
+	return nil
+}
+
+// inferAll runs one forward inference pass over every node.
+func (c *converter) inferAll() error {
+	c.vals = make([][]*value, len(c.nodes))
+	c.works = make([]graph.Work, len(c.nodes))
+	for _, i := range c.order {
+		tn := &c.nodes[i]
+		nd := tn.def
+		switch nd.GetOp() {
+		case "Const":
+			v, err := c.constValue(nd)
+			if err != nil {
+				return fmt.Errorf("node %s: %v", label(nd), err)
+			}
+			c.vals[i] = []*value{v}
+			continue
+		case "Placeholder":
+			v, err := c.placeholderValue(nd)
+			if err != nil {
+				return err
+			}
+			c.vals[i] = []*value{v}
+			continue
+		}
+		n := &node{def: nd, name: nd.GetName(), op: nd.GetOp(),
+			in: make([]*value, len(tn.ins)), out: make([]*value, tn.nout), declared: make([]*value, tn.nout)}
+		for k, r := range tn.ins {
+			n.in[k] = c.vals[r.node][r.out]
+		}
+		for k := range n.declared {
+			n.declared[k] = c.declared[tensorName(n.name, k)]
+		}
+		if err := c.inferNode(n); err != nil {
+			return fmt.Errorf("node %s: %v", label(nd), err)
+		}
+		c.vals[i] = n.out
+		c.works[i] = n.work
+	}
+	return nil
+}
+
+// recover propagates known output shapes backwards to inputs whose
+// shapes forward inference could not find (see opDef.same, opDef.bcast),
+// recording them as declared shapes for the next pass. It reports
+// whether it learned anything.
+func (c *converter) recover() bool {
+	changed := false
+	learn := func(r ref, s []int64) {
+		src := &c.nodes[r.node]
+		if isSource(src.def.GetOp()) {
+			return
+		}
+		name := tensorName(src.def.GetName(), r.out)
+		if _, ok := c.declared[name]; ok {
+			return
+		}
+		if checkShape(s) != nil {
+			return
+		}
+		c.declared[name] = &value{shape: s, ranked: true}
+		c.recovered = append(c.recovered, name)
+		changed = true
+	}
+	for _, i := range c.order {
+		tn := &c.nodes[i]
+		d := registry[tn.def.GetOp()]
+		if d == nil || len(c.vals[i]) == 0 || len(tn.ins) == 0 {
+			continue
+		}
+		out := c.vals[i][0]
+		if !out.known() {
+			continue
+		}
+		if d.same {
+			r := tn.ins[0]
+			if in := c.vals[r.node][r.out]; !in.known() && compatible(out.shape, in) {
+				learn(r, clone(out.shape))
+			}
+		}
+		if d.bcast {
+			for _, r := range tn.ins {
+				in := c.vals[r.node][r.out]
+				if in.known() || !in.ranked || len(in.shape) > len(out.shape) {
+					continue
+				}
+				s := clone(in.shape)
+				off := len(out.shape) - len(s)
+				for k := range s {
+					if s[k] < 0 {
+						s[k] = out.shape[off+k]
+					}
+				}
+				learn(r, s)
+			}
+		}
+	}
+	return changed
+}
+
+// constValue reads a Const node; for TF.js models the manifest gives the
+// shape and the weight files, when present, the contents.
+func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
+	t := nd.GetAttr()["value"].GetTensor()
+	v, err := tensorValue(t)
+	if err != nil {
+		return nil, err
+	}
+	if dt := dtypeOf(nd.GetAttr()["dtype"].GetType()); dt != graph.Undefined {
+		v.dtype = dt
+	}
+	v.fromConst = true
+	if c.meta != nil {
+		if w, ok := c.meta.weights[nd.GetName()]; ok {
+			if err := checkShape(w.Shape); err != nil {
+				return nil, fmt.Errorf("weights manifest: %v", err)
+			}
+			v.shape = clone(w.Shape)
+			if v.dtype == graph.Undefined {
+				v.dtype = jsDType(w.Dtype)
+			}
+			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == prod(v.shape) {
+				v.ints = ints
+			}
+		}
+	}
+	if g, ok := c.guesses[nd.GetName()]; ok && !v.hasInts() {
+		v.ints = make([]int64, prod(v.shape))
+		for i := range v.ints {
+			v.ints[i] = g
+		}
+	}
+	return v, nil
+}
+
+// placeholderValue resolves a graph input's shape from --shape, the
+// node's shape attribute or the TF.js signature, binding a dynamic
+// leading dimension with --batch.
+func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
+	name := nd.GetName()
+	dt := dtypeOf(nd.GetAttr()["dtype"].GetType())
+	if s, ok := c.opts.Import.Shapes[name]; ok {
+		return &value{dtype: dt, shape: clone(s), ranked: true}, nil
+	}
+	if s, ok := c.opts.Import.Shapes[name+":0"]; ok {
+		return &value{dtype: dt, shape: clone(s), ranked: true}, nil
+	}
+	dims, ranked := shapeOf(nd.GetAttr()["shape"].GetShape())
+	if c.meta != nil {
+		if s, ok := c.meta.inputs[name]; ok && (!ranked || len(dims) == len(s)) {
+			if !ranked {
+				dims, ranked = clone(s), true
+			}
+			for i := range dims {
+				if dims[i] < 0 && s[i] >= 0 {
+					dims[i] = s[i]
+				}
+			}
+		}
+	}
+	if !ranked || nd.GetAttr()["shape"] == nil && dims == nil {
+		return nil, fmt.Errorf("input %q has no declared shape; set it with --shape %s=D0,D1,...", name, name)
+	}
+	for axis, d := range dims {
+		if d >= 0 {
+			continue
+		}
+		if axis == 0 && c.opts.Import.Batch > 0 {
+			dims[axis] = c.opts.Import.Batch
+			continue
+		}
+		hint := ""
+		if axis == 0 {
+			hint = " or --batch N"
+		}
+		return nil, fmt.Errorf("input %q axis %d has no fixed size (-1); set the whole shape with --shape %s=D0,D1,...%s", name, axis, name, hint)
+	}
+	if err := checkShape(dims); err != nil {
+		return nil, fmt.Errorf("input %q: %v", name, err)
+	}
+	return &value{dtype: dt, shape: dims, ranked: true}, nil
+}
+
+// build turns the inferred nodes into the operator DAG.
+func (c *converter) build() (*graph.Graph, error) {
+	g := graph.New("", len(c.nodes), len(c.nodes)+len(c.nodes)/4)
+	tids := make([][]graph.TensorID, len(c.nodes))
+	opOf := make([]graph.OpID, len(c.nodes))
+	unshaped := map[string][]string{}
+	for _, i := range c.order {
+		tn := &c.nodes[i]
+		nd := tn.def
+		opOf[i] = graph.NoOp
+		kind := graph.Activation
+		switch nd.GetOp() {
+		case "Placeholder":
+			kind = graph.Input
+		case "Const":
+			kind = graph.Constant
+			if v := c.vals[i][0]; v.dtype.IsFloat() {
+				kind = graph.Parameter
+				c.params += v.elems()
+			}
+		}
+		tids[i] = make([]graph.TensorID, tn.nout)
+		for k := 0; k < tn.nout; k++ {
+			v := c.vals[i][k]
+			t := graph.Tensor{Name: tensorName(nd.GetName(), k), DType: v.dtype, Kind: kind}
+			if v.known() {
+				t.Shape, t.ShapeKnown = clone(v.shape), true
+			} else if !isSource(nd.GetOp()) {
+				unshaped[nd.GetOp()] = append(unshaped[nd.GetOp()], t.Name)
+			}
+			id, err := g.AddTensor(t)
+			if err != nil {
+				return nil, err
+			}
+			tids[i][k] = id
+			if kind == graph.Input {
+				g.Inputs = append(g.Inputs, id)
+			}
+		}
+		if isSource(nd.GetOp()) {
+			continue
+		}
+		op := graph.Op{Name: nd.GetName(), Type: nd.GetOp(), Attrs: convertAttrs(nd), Work: c.works[i]}
+		for _, r := range tn.ins {
+			op.Inputs = append(op.Inputs, tids[r.node][r.out])
+		}
+		op.Outputs = tids[i]
+		for _, s := range tn.ctrl {
+			if opOf[s] != graph.NoOp {
+				op.ControlDeps = append(op.ControlDeps, opOf[s])
+			}
+		}
+		if dev := nd.GetDevice(); dev != "" && c.opts.Pins != nil {
+			d, err := c.opts.Pins(dev)
+			if err != nil {
+				return nil, fmt.Errorf("node %s: device %q: %v", label(nd), dev, err)
+			}
+			op.Device = d
+		}
+		id, err := g.AddOp(op)
+		if err != nil {
+			return nil, err
+		}
+		opOf[i] = id
+	}
+	c.colocate(g, opOf)
+	c.outputs(g, tids)
+	if len(unshaped) > 0 {
+		types := make([]string, 0, len(unshaped))
+		total := 0
+		for t, names := range unshaped {
+			types = append(types, t)
+			total += len(names)
+		}
+		sort.Strings(types)
+		c.warn("unshaped", fmt.Sprintf("%d op outputs have unknown shapes (op types %s; e.g. %q); their costs are estimated", total, strings.Join(types, ", "), unshaped[types[0]][0]))
+	}
+	if len(c.opts.Import.Dims) > 0 {
+		c.warn("dims", "--dim binds named dimensions, which TensorFlow graphs do not have; use --batch or --shape")
+	}
+	for name := range c.opts.Import.Shapes {
+		i, ok := c.index[strings.TrimSuffix(name, ":0")]
+		if !ok || c.nodes[i].def.GetOp() != "Placeholder" {
+			c.warn("shape:"+name, fmt.Sprintf("--shape %s: the graph has no Placeholder named %q", name, name))
+		}
+	}
+	return g, nil
+}
+
+// colocate turns `_class: loc:@X` attributes into colocation groups:
+// every op in a group (X included) must share a device. Groups are keyed
+// by their first member in file order, for stable output.
+func (c *converter) colocate(g *graph.Graph, opOf []graph.OpID) {
+	parent := make([]int, len(c.nodes))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	any := false
+	for i := range c.nodes {
+		for _, s := range c.nodes[i].def.GetAttr()["_class"].GetList().GetS() {
+			target, ok := strings.CutPrefix(string(s), "loc:@")
+			if !ok {
+				continue
+			}
+			j, ok := c.index[target]
+			if !ok {
+				c.warn("class:"+target, fmt.Sprintf("node %s asks to be colocated with %q, which is not in the graph; ignored", label(c.nodes[i].def), target))
+				continue
+			}
+			a, b := find(i), find(j)
+			if a != b {
+				if a < b {
+					parent[b] = a
+				} else {
+					parent[a] = b
+				}
+			}
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	count := map[int]int{}
+	for i := range c.nodes {
+		if opOf[i] != graph.NoOp {
+			count[find(i)]++
+		}
+	}
+	for i := range c.nodes {
+		if r := find(i); opOf[i] != graph.NoOp && count[r] > 1 {
+			g.Ops[opOf[i]].Colocate = "loc:@" + c.nodes[r].def.GetName()
+		}
+	}
+}
+
+// outputs sets the graph outputs: the signature's, else every op output
+// nothing reads.
+func (c *converter) outputs(g *graph.Graph, tids [][]graph.TensorID) {
+	if c.meta != nil && len(c.meta.outputs) > 0 {
+		names := make([]string, 0, len(c.meta.outputs))
+		for n := range c.meta.outputs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if id, ok := g.TensorByName(n); ok {
+				g.Outputs = append(g.Outputs, id)
+			}
+		}
+		if len(g.Outputs) > 0 {
+			return
+		}
+	}
+	for _, i := range c.order {
+		if isSource(c.nodes[i].def.GetOp()) {
+			continue
+		}
+		for _, id := range tids[i] {
+			if len(g.Tensors[id].Consumers) == 0 {
+				g.Outputs = append(g.Outputs, id)
+			}
+		}
+	}
+}
+
+// convertAttrs copies a node's attributes, and its device as "_device".
+func convertAttrs(nd *nodepb.NodeDef) graph.Attrs {
+	a := graph.Attrs{}
+	for k, v := range nd.GetAttr() {
+		switch x := v.GetValue().(type) {
+		case *attrpb.AttrValue_I:
+			a[k] = graph.Attr{Kind: graph.AttrInt, Int: x.I}
+		case *attrpb.AttrValue_F:
+			a[k] = graph.Attr{Kind: graph.AttrFloat, Float: float64(x.F)}
+		case *attrpb.AttrValue_B:
+			a[k] = graph.Attr{Kind: graph.AttrInt, Int: boolInt(x.B)}
+		case *attrpb.AttrValue_S:
+			a[k] = graph.Attr{Kind: graph.AttrString, String: string(x.S)}
+		case *attrpb.AttrValue_Type:
+			a[k] = graph.Attr{Kind: graph.AttrString, String: dtypeOf(x.Type).String()}
+		case *attrpb.AttrValue_Shape:
+			dims, _ := shapeOf(x.Shape)
+			a[k] = graph.Attr{Kind: graph.AttrInts, Ints: dims}
+		case *attrpb.AttrValue_List:
+			l := x.List
+			switch {
+			case len(l.GetI()) > 0:
+				a[k] = graph.Attr{Kind: graph.AttrInts, Ints: clone(l.GetI())}
+			case len(l.GetF()) > 0:
+				fs := make([]float64, len(l.GetF()))
+				for i, f := range l.GetF() {
+					fs[i] = float64(f)
+				}
+				a[k] = graph.Attr{Kind: graph.AttrFloats, Floats: fs}
+			case len(l.GetS()) > 0:
+				ss := make([]string, len(l.GetS()))
+				for i, s := range l.GetS() {
+					ss[i] = string(s)
+				}
+				a[k] = graph.Attr{Kind: graph.AttrStrings, Strings: ss}
+			}
+		}
+	}
+	if d := nd.GetDevice(); d != "" {
+		a["_device"] = graph.Attr{Kind: graph.AttrString, String: d}
+	}
+	return a
+}

@@ -1,0 +1,74 @@
+// Package tf imports TensorFlow graphs into opplace's operator DAG
+// (package graph) with shape inference and per-op cost accounting, and
+// writes placements back into TensorFlow files.
+//
+// # Formats
+//
+// Three forms are told apart by content (Sniff): a binary GraphDef (a
+// frozen .pb; its first field is GraphDef.node, length-delimited, where
+// an ONNX ModelProto starts with the varint ir_version), a GraphDef in
+// protobuf text form (.pbtxt) and a TensorFlow.js graph model
+// (model.json, whose modelTopology is a GraphDef in protobuf JSON and
+// whose weightsManifest gives every weight's dtype and shape). All are
+// decoded with the published TensorFlow protobuf types
+// (github.com/wamuir/graft) and google.golang.org/protobuf.
+//
+// # Graph
+//
+// Const nodes become tensors, not ops: floating-point ones
+// graph.Parameter (weights), others graph.Constant. Placeholders become
+// graph.Input tensors, shaped by their shape attribute (or the TF.js
+// signature) and the onnx.Options flags: Batch binds a dynamic (-1)
+// leading dimension, Shapes sets a whole shape. Every other node is an
+// op; output i of node n is the tensor "n" (i = 0) or "n:i". Control
+// inputs (^n) become graph.Op.ControlDeps; `_class: loc:@n` attributes
+// become colocation groups (graph.Op.Colocate, keyed "loc:@" + the
+// group's first node in file order); node device fields are kept as the
+// op's "_device" attribute and, with Options.Pins, become pins
+// (graph.Op.Device) on the cluster device they name (NewPinResolver).
+// Graph outputs are the TF.js signature's, else every op output nothing
+// reads.
+//
+// # Shape inference
+//
+// One function per op type (see Supported): convolutions in NHWC and
+// NCHW, depthwise, dilated and explicitly padded, and the _Fused* ops
+// TensorFlow.js emits; pooling; FusedBatchNorm(V3); MatMul and
+// BatchMatMul with broadcasting; the shape ops (Reshape, StridedSlice
+// with all five masks, Pad, Concat, Pack, Split, Gather...); reductions;
+// resizes; numpy-broadcasting elementwise ops. Small integer tensors are
+// evaluated (Shape, StridedSlice, Pack, Concat, arithmetic...), so shapes
+// computed at run time fold to constants.
+//
+// A TF.js model's weight files hold the values of its shape-feeding
+// constants (reshape targets, pad amounts, axes). When they sit next to
+// model.json they are read; when they are absent, shapes are tracked
+// partially (known rank, unknown dimensions) and recovered: from the
+// signature's output shapes and backwards through shape-preserving and
+// broadcasting ops; by assuming the two computed operands of a binary op
+// with one unknown shape have the same shape (a residual add); and by
+// settling each scalar axis constant (ExpandDims, ConcatV2, ArgMax,
+// reductions) to the first value for which the rest of the graph infers
+// without error and with the most shapes known. Each of these draws a
+// warning naming what it assumed. Unknown ops keep going with a warning
+// and an estimated cost (graph.Work.Estimated).
+//
+// # Cost convention
+//
+// As in package onnx: MACs count convolutions (N·∏out·Cout·∏kernel·
+// Cin/group; depthwise N·∏out·C·multiplier·∏kernel) and matrix products
+// (batch·M·N·K); FLOPs are two per MAC plus, per output element, 1 for
+// arithmetic, comparisons, bias adds and Relu-like activations, 4 for
+// transcendental activations, 5 for softmax, 4 for inference batch norm
+// (8 in training), one per window element for pooling, one per input
+// element for reductions, 8 for a bilinear resize, and the epilogues
+// fused into _Fused* ops. Data movement costs nothing.
+//
+// # Writing placements back
+//
+// Annotate sets node device fields (Const and Placeholder nodes take
+// their first consumer's device); EmitModel renders cluster devices as
+// TensorFlow device strings with a template (DefaultTemplate:
+// /job:worker/replica:0/task:<host index>/device:<GPU|CPU>:<index within
+// host and kind>) and annotates ONNX models through onnx.Annotate.
+package tf

@@ -1,0 +1,159 @@
+package tf_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/tf"
+)
+
+// manifestParams counts the float32 weights a TF.js manifest lists,
+// independently of the importer.
+func manifestParams(t *testing.T, path string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		WeightsManifest []struct {
+			Weights []struct {
+				Shape []int64
+				Dtype string
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, g := range m.WeightsManifest {
+		for _, w := range g.Weights {
+			if w.Dtype != "float32" {
+				continue
+			}
+			e := int64(1)
+			for _, d := range w.Shape {
+				e *= d
+			}
+			n += e
+		}
+	}
+	return n
+}
+
+// The real TF.js models: every op's shape is known (movenet's decoder
+// reshapes targets whose values only the absent weight file holds), and
+// parameters match the manifest.
+func TestModels(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ops     int
+		unknown int // op outputs left unshaped
+	}{
+		{"blazeface", 144, 0},
+		{"emotion", 21, 0},
+		{"facemesh", 120, 0},
+		{"iris", 142, 0},
+		{"movenet-lightning", 150, 5},
+	} {
+		path := filepath.Join("..", "testdata", "tf", tc.name+".json")
+		m, err := tf.Load(path, tf.Options{Import: onnx.Options{Batch: 1}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if m.Kind != tf.JSGraphModel {
+			t.Errorf("%s: kind %v", tc.name, m.Kind)
+		}
+		if got := len(m.Graph.Ops); got != tc.ops {
+			t.Errorf("%s: %d ops, want %d", tc.name, got, tc.ops)
+		}
+		unknown := 0
+		for _, op := range m.Graph.Ops {
+			for _, o := range op.Outputs {
+				if !m.Graph.Tensors[o].ShapeKnown {
+					unknown++
+				}
+			}
+		}
+		if unknown != tc.unknown {
+			t.Errorf("%s: %d unshaped op outputs, want %d", tc.name, unknown, tc.unknown)
+		}
+		if want := manifestParams(t, path); m.Params != want {
+			t.Errorf("%s: %d params, the manifest lists %d", tc.name, m.Params, want)
+		}
+	}
+}
+
+// Hand-computed shapes and work of emotion's first layers (input
+// 1x64x64x1, NHWC).
+func TestEmotionByHand(t *testing.T) {
+	m, err := tf.Load(filepath.Join("..", "testdata", "tf", "emotion.json"), tf.Options{Import: onnx.Options{Batch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Graph
+	for _, tc := range []struct {
+		op    string
+		shape string
+		macs  int64
+		flops int64
+	}{
+		// 3x3 VALID stride 2: (64-3)/2+1 = 31; 31·31·32 outputs × 9 MACs;
+		// BiasAdd and Relu fused: 2 FLOPs per output.
+		{"StatefulPartitionedCall/model_1/block1_conv1_act/Relu", "1x31x31x32", 31 * 31 * 32 * 9, 2*31*31*32*9 + 2*31*31*32},
+		// 3x3x32 VALID stride 1: 29.
+		{"StatefulPartitionedCall/model_1/block1_conv2_act/Relu", "1x29x29x64", 29 * 29 * 64 * 9 * 32, 2*29*29*64*9*32 + 2*29*29*64},
+		// Depthwise 3x3 SAME: one 9-tap filter per channel.
+		{"StatefulPartitionedCall/model_1/separable_conv2d_1/separable_conv2d/depthwise", "1x29x29x64", 29 * 29 * 64 * 9, 2 * 29 * 29 * 64 * 9},
+		// MaxPool 3x3 stride 2 SAME: ceil(29/2) = 15; 9 compares per output.
+		{"StatefulPartitionedCall/model_1/max_pooling2d_1/MaxPool", "1x15x15x128", 0, 9 * 15 * 15 * 128},
+		// Global average pooling of the 1x8x8x7 head (axes recovered from
+		// the signature): one add per input element.
+		{"StatefulPartitionedCall/model_1/global_average_pooling2d_1/Mean", "1x7", 0, 8 * 8 * 7},
+	} {
+		id, ok := g.OpByName(tc.op)
+		if !ok {
+			t.Fatalf("no op %s", tc.op)
+		}
+		op := g.Op(id)
+		if got := g.Tensor(op.Outputs[0]).ShapeString(); got != tc.shape {
+			t.Errorf("%s: shape %s, want %s", tc.op, got, tc.shape)
+		}
+		if op.Work.MACs != tc.macs || op.Work.FLOPs != tc.flops || op.Work.Estimated {
+			t.Errorf("%s: work %+v, want %d MACs %d FLOPs", tc.op, op.Work, tc.macs, tc.flops)
+		}
+	}
+}
+
+// Every model plans on every bundled cluster, for inference and
+// training.
+func TestModelsPlan(t *testing.T) {
+	models, _ := filepath.Glob(filepath.Join("..", "testdata", "tf", "*"))
+	clusters, _ := filepath.Glob(filepath.Join("..", "testdata", "clusters", "*.yaml"))
+	if len(models) < 9 || len(clusters) < 3 {
+		t.Fatalf("found %d models and %d clusters", len(models), len(clusters))
+	}
+	for _, m := range models {
+		for _, c := range clusters {
+			for _, mode := range []string{pipeline.ModeInfer, pipeline.ModeTrain} {
+				if testing.Short() && mode == pipeline.ModeTrain {
+					continue
+				}
+				res, err := pipeline.Run(context.Background(), pipeline.Options{ModelPath: m, ClusterPath: c,
+					Import: onnx.Options{Batch: 1}, Mode: mode})
+				if err != nil {
+					t.Errorf("%s on %s (%s): %v", filepath.Base(m), filepath.Base(c), mode, err)
+					continue
+				}
+				if !res.Plan.Fits || res.Plan.PredictedStepMS <= 0 {
+					t.Errorf("%s on %s (%s): fits %v, step %v ms", filepath.Base(m), filepath.Base(c), mode, res.Plan.Fits, res.Plan.PredictedStepMS)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package tf
+
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/graph"
+)
+
+// maxElements bounds the element count of any inferred tensor: a shape
+// beyond it is a corrupt graph, not a workload.
+const maxElements = int64(1) << 50
+
+// maxFold bounds the size of integer tensors whose contents are tracked
+// for partial evaluation (shape-feeding tensors hold a handful).
+const maxFold = 4096
+
+// maxRank bounds tensor ranks (TensorFlow's own limit is 254; real
+// graphs stay under 10).
+const maxRank = 254
+
+// unknownDim marks a dimension whose size inference could not determine
+// (TensorFlow writes it as -1 too).
+const unknownDim = -1
+
+// value is what inference knows about one tensor: its element type, its
+// rank and dimensions (each possibly unknown) and, for small integer
+// tensors, its contents. Partial shapes matter in TensorFlow.js models,
+// whose weight files (holding the values of shape-feeding constants) are
+// often not shipped: the rank survives and later ops recover the sizes.
+type value struct {
+	dtype graph.DType
+	// shape holds the dimensions when ranked; unknownDim for unknown ones.
+	shape  []int64
+	ranked bool
+	// ints holds the row-major contents of an integer or bool tensor with
+	// a known shape; nil when not known.
+	ints []int64
+	// fromConst marks a Const node's value (a weight, not an activation).
+	fromConst bool
+}
+
+// unknown returns a value of unknown shape.
+func unknown(dt graph.DType) *value { return &value{dtype: dt} }
+
+// partial returns a value of known rank and unknown dimensions.
+func partial(dt graph.DType, rank int) *value {
+	s := make([]int64, rank)
+	for i := range s {
+		s[i] = unknownDim
+	}
+	return &value{dtype: dt, shape: s, ranked: true}
+}
+
+// known reports whether every dimension is known.
+func (v *value) known() bool {
+	if v == nil || !v.ranked {
+		return false
+	}
+	for _, d := range v.shape {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *value) rank() int {
+	if v == nil || !v.ranked {
+		return -1
+	}
+	return len(v.shape)
+}
+
+// elems is the element count of a known shape (1 for a scalar), else 0.
+func (v *value) elems() int64 {
+	if !v.known() {
+		return 0
+	}
+	return prod(v.shape)
+}
+
+// hasInts reports whether the contents are known.
+func (v *value) hasInts() bool {
+	return v.known() && v.ints != nil && int64(len(v.ints)) == prod(v.shape)
+}
+
+func (v *value) String() string {
+	if !v.ranked {
+		return "?"
+	}
+	s := "["
+	for i, d := range v.shape {
+		if i > 0 {
+			s += ","
+		}
+		if d < 0 {
+			s += "?"
+		} else {
+			s += fmt.Sprint(d)
+		}
+	}
+	return s + "]"
+}
+
+func prod(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n = mulSat(n, d)
+	}
+	return n
+}
+
+// mulSat multiplies non-negative counts, saturating instead of
+// overflowing.
+func mulSat(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > maxElements*1024/b {
+		return maxElements * 1024
+	}
+	return a * b
+}
+
+func addSat(a, b int64) int64 {
+	if a > maxElements*1024-b {
+		return maxElements * 1024
+	}
+	return a + b
+}
+
+// checkShape rejects negative dimensions and absurd element counts in a
+// shape meant to be fully known.
+func checkShape(s []int64) error {
+	n := int64(1)
+	for _, d := range s {
+		if d < 0 {
+			return fmt.Errorf("negative dimension %d", d)
+		}
+		n = mulSat(n, d)
+	}
+	if n > maxElements {
+		return fmt.Errorf("shape %v has %d elements, more than any real tensor", s, n)
+	}
+	return nil
+}
+
+// broadcastDims merges two dimensions under numpy broadcasting. An
+// unknown dimension against a known d > 1 yields d: the unknown side is 1
+// or d either way.
+func broadcastDims(a, b int64) (int64, error) {
+	switch {
+	case a == b:
+		return a, nil
+	case a == 1:
+		return b, nil
+	case b == 1:
+		return a, nil
+	case a < 0:
+		return b, nil
+	case b < 0:
+		return a, nil
+	}
+	return 0, fmt.Errorf("dimensions %d and %d do not broadcast", a, b)
+}
+
+// broadcast merges two ranked shapes (numpy rules, right-aligned).
+func broadcast(a, b []int64) ([]int64, error) {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	out := clone(a)
+	off := len(a) - len(b)
+	for i, d := range b {
+		m, err := broadcastDims(a[off+i], d)
+		if err != nil {
+			return nil, fmt.Errorf("shapes %v and %v: %v", fmtShape(a), fmtShape(b), err)
+		}
+		out[off+i] = m
+	}
+	return out, nil
+}
+
+// normAxis maps a possibly negative axis into [0, r).
+func normAxis(a int64, r int) (int, error) {
+	if a < -int64(r) || a >= int64(r) {
+		return 0, fmt.Errorf("axis %d is out of range for rank %d", a, r)
+	}
+	if a < 0 {
+		a += int64(r)
+	}
+	return int(a), nil
+}
+
+func clone(s []int64) []int64 { return append([]int64{}, s...) }
+
+func fmtShape(s []int64) string { return (&value{shape: s, ranked: true}).String() }
+
+// intsValue is a known 1-D int32 tensor with the given contents.
+func intsValue(dt graph.DType, ints []int64) *value {
+	return &value{dtype: dt, shape: []int64{int64(len(ints))}, ranked: true, ints: clone(ints)}
+}
+
+// compatible reports whether a fully known shape agrees with a partial
+// one wherever the partial one is known.
+func compatible(full []int64, v *value) bool {
+	if v == nil || !v.ranked {
+		return true
+	}
+	if len(full) != len(v.shape) {
+		return false
+	}
+	for i, d := range v.shape {
+		if d >= 0 && d != full[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
