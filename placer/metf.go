@@ -2,7 +2,6 @@ package placer
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -15,10 +14,17 @@ func init() {
 // metf is Baechi's m-ETF: repeatedly start the (ready op, device) pair
 // with the earliest start time, max(device free, inputs arrived), ties by
 // topological position then device index. A device is eligible only if
-// the op's new resident inputs, received inputs, outputs and scratch fit
-// in what is left there. Memory is tracked in scheduling order: outputs
-// are allocated when the op is scheduled, scratch is transient, and an
+// the op may run there (pins, device types, colocation) and the op's new
+// resident inputs, received inputs, outputs and scratch fit in what is
+// left there. Memory is tracked in scheduling order: outputs are
+// allocated when the op is scheduled, scratch is transient, and an
 // activation is freed once all its consumers are scheduled.
+//
+// The search costs O(n·d·log n) for n ops on d devices: an op's
+// data-ready time on a device is fixed once it is ready, so each device
+// keeps its ready ops in two heaps, those whose data arrives after the
+// device is free (by arrival, then position) and those already waiting
+// (by position); scheduled or no-longer-eligible ops are dropped lazily.
 type metf struct{}
 
 func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
@@ -26,6 +32,50 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	if err != nil {
 		return sim.Placement{}, err
 	}
+	later := make([]entryHeap, s.nd)   // data arrives after the device is free
+	waiting := make([]entryHeap, s.nd) // data already there: by position
+	var skipped []entry
+	push := func() {
+		for _, op := range s.fresh {
+			for _, d := range s.candidates(op) {
+				later[d].push(entry{s.dataReady(op, d), s.pos[op], op})
+			}
+		}
+		s.fresh = s.fresh[:0]
+	}
+	// best finds device d's fitting op with the earliest start.
+	best := func(d int) (graph.OpID, float64) {
+		for later[d].len() > 0 && later[d].top().key <= s.devFree[d] {
+			e := later[d].pop()
+			waiting[d].push(entry{0, e.pos, e.op})
+		}
+		for _, h := range []*entryHeap{&waiting[d], &later[d]} {
+			skipped = skipped[:0]
+			found := graph.OpID(-1)
+			start := 0.0
+			for h.len() > 0 {
+				e := h.top()
+				if s.dev[e.op] >= 0 || !s.eligible(e.op, d) {
+					h.pop() // scheduled, or its class went elsewhere
+					continue
+				}
+				if !s.fits(e.op, d) {
+					skipped = append(skipped, h.pop())
+					continue
+				}
+				found, start = e.op, max(e.key, s.devFree[d])
+				break
+			}
+			for _, e := range skipped {
+				h.push(e)
+			}
+			if found >= 0 {
+				return found, start
+			}
+		}
+		return -1, 0
+	}
+	push()
 	for step := 0; step < len(p.Graph.Ops); step++ {
 		if step%1024 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -33,259 +83,71 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			}
 		}
 		bestOp, bestDev, bestStart := graph.OpID(-1), -1, 0.0
-		for _, op := range s.ready {
-			for _, d := range s.candidates(op) {
-				start := max(s.devFree[d], s.dataReady(op, d))
-				if bestOp >= 0 && (start > bestStart ||
-					start == bestStart && (s.pos[op] > s.pos[bestOp] || s.pos[op] == s.pos[bestOp] && d >= bestDev)) {
-					continue
-				}
-				if !s.fits(op, d) {
-					continue
-				}
+		for d := 0; d < s.nd; d++ {
+			op, start := best(d)
+			if op < 0 {
+				continue
+			}
+			if bestOp < 0 || start < bestStart || start == bestStart && s.pos[op] < s.pos[bestOp] {
 				bestOp, bestDev, bestStart = op, d, start
 			}
 		}
 		if bestOp < 0 {
-			return sim.Placement{}, s.stuck()
+			return sim.Placement{}, s.stuck(nil)
 		}
 		s.schedule(bestOp, bestDev, bestStart)
+		push()
 	}
 	return s.placement(), nil
 }
 
-// listState is the bookkeeping shared by list-scheduling placers: where
-// each scheduled op runs and ends, when each device is free, which tensors
-// each device holds and how much memory that takes.
-type listState struct {
-	p    *Problem
-	g    *graph.Graph
-	nd   int
-	pos  []int32 // topological position
-	pins []int
-	all  []int // every device index
-	// groupDev is the device of each colocation group placed so far.
-	groupDev map[string]int
-	inputs   [][]graph.TensorID // distinct inputs of each op
-
-	ready     []graph.OpID
-	predsLeft []int32
-	dev       []int
-	end       []float64
-	devFree   []float64
-	used      []int64
-	// held records which device holds a copy of which tensor (resident,
-	// graph input or received activation) and, for activations, when the
-	// copy arrives.
-	held map[int64]float64
-	// consumersLeft counts each tensor's consumers not yet scheduled.
-	consumersLeft []int32
-	isOutput      []bool
-	order         []graph.OpID
+// entry is a ready op keyed for one device's heap.
+type entry struct {
+	key float64
+	pos int32
+	op  graph.OpID
 }
 
-func newListState(p *Problem) (*listState, error) {
-	g := p.Graph
-	n, nd := len(g.Ops), p.Costs.NumDevices()
-	pins, err := p.pinned()
-	if err != nil {
-		return nil, err
-	}
-	s := &listState{
-		p: p, g: g, nd: nd, pins: pins,
-		pos:           make([]int32, n),
-		inputs:        make([][]graph.TensorID, n),
-		predsLeft:     make([]int32, n),
-		dev:           make([]int, n),
-		end:           make([]float64, n),
-		devFree:       make([]float64, nd),
-		used:          make([]int64, nd),
-		held:          map[int64]float64{},
-		groupDev:      map[string]int{},
-		consumersLeft: make([]int32, len(g.Tensors)),
-		isOutput:      make([]bool, len(g.Tensors)),
-	}
-	for d := 0; d < nd; d++ {
-		s.all = append(s.all, d)
-	}
-	for i, op := range p.Order {
-		s.pos[op] = int32(i)
-	}
-	for _, o := range g.Outputs {
-		s.isOutput[o] = true
-	}
-	for i := range g.Ops {
-		seen := map[graph.TensorID]bool{}
-		for _, in := range g.Ops[i].Inputs {
-			if !seen[in] {
-				seen[in] = true
-				s.inputs[i] = append(s.inputs[i], in)
-				s.consumersLeft[in]++
-			}
-		}
-		s.predsLeft[i] = int32(len(p.Adj.Preds(graph.OpID(i))))
-		s.dev[i] = -1
-	}
-	for _, op := range p.Order {
-		if s.predsLeft[op] == 0 {
-			s.ready = append(s.ready, op)
-		}
-	}
-	return s, nil
-}
+// entryHeap is a binary min-heap by (key, pos), hand-rolled to avoid
+// container/heap's interface boxing in the placers' inner loops.
+type entryHeap struct{ a []entry }
 
-func (s *listState) key(t graph.TensorID, d int) int64 { return int64(t)*int64(s.nd) + int64(d) }
+func (h *entryHeap) len() int   { return len(h.a) }
+func (h *entryHeap) top() entry { return h.a[0] }
 
-// candidates lists the devices op may run on.
-func (s *listState) candidates(op graph.OpID) []int {
-	if d := s.pins[op]; d >= 0 {
-		return []int{d}
-	}
-	if key := s.g.Ops[op].Colocate; key != "" {
-		if d, ok := s.groupDev[key]; ok {
-			return []int{d}
-		}
-	}
-	return s.all
-}
+func less(a, b entry) bool { return a.key < b.key || a.key == b.key && a.pos < b.pos }
 
-// dataReady is when every input of op could be on device d.
-func (s *listState) dataReady(op graph.OpID, d int) float64 {
-	var t float64
-	for _, in := range s.inputs[op] {
-		pr := s.g.Tensors[in].Producer
-		if pr == graph.NoOp {
-			continue
-		}
-		switch pd := s.dev[pr]; {
-		case pd == d:
-			t = max(t, s.end[pr])
-		default:
-			if at, ok := s.held[s.key(in, d)]; ok {
-				t = max(t, at)
-			} else {
-				t = max(t, s.end[pr]+s.p.Costs.Transfer(pd, d, s.g.Tensors[in].Bytes()))
-			}
-		}
-	}
-	for _, c := range s.g.Ops[op].ControlDeps {
-		t = max(t, s.end[c])
-	}
-	return t
-}
-
-// need is the memory op would add on device d at the moment it runs.
-func (s *listState) need(op graph.OpID, d int) int64 {
-	b := s.p.Costs.OutputBytes(op) + s.p.Costs.TempBytes(op)
-	for _, in := range s.inputs[op] {
-		tn := &s.g.Tensors[in]
-		if tn.Producer != graph.NoOp && s.dev[tn.Producer] == d {
-			continue
-		}
-		if _, ok := s.held[s.key(in, d)]; !ok {
-			b += tn.Bytes()
-		}
-	}
-	return b
-}
-
-func (s *listState) fits(op graph.OpID, d int) bool {
-	return s.used[d]+s.need(op, d) <= s.p.Costs.Cluster.Devices[d].Memory
-}
-
-// schedule commits op to device d starting at start.
-func (s *listState) schedule(op graph.OpID, d int, start float64) {
-	g, costs := s.g, s.p.Costs
-	s.dev[op] = d
-	if key := g.Ops[op].Colocate; key != "" {
-		s.groupDev[key] = d
-	}
-	s.end[op] = start + costs.OpTime(op, d)
-	s.devFree[d] = s.end[op]
-	s.order = append(s.order, op)
-	for _, in := range s.inputs[op] {
-		tn := &g.Tensors[in]
-		local := tn.Producer != graph.NoOp && s.dev[tn.Producer] == d
-		if _, ok := s.held[s.key(in, d)]; !ok && !local {
-			at := 0.0
-			if tn.Producer != graph.NoOp {
-				pd := s.dev[tn.Producer]
-				at = s.end[tn.Producer] + costs.Transfer(pd, d, tn.Bytes())
-			}
-			s.held[s.key(in, d)] = at
-			s.used[d] += tn.Bytes()
-		}
-	}
-	s.used[d] += costs.OutputBytes(op)
-	for _, in := range s.inputs[op] {
-		s.consumersLeft[in]--
-		if s.consumersLeft[in] == 0 {
-			s.release(in)
-		}
-	}
-	for _, out := range g.Ops[op].Outputs {
-		if s.consumersLeft[out] == 0 {
-			s.release(out)
-		}
-	}
-	// Remove op from the ready list, keeping the rest in order.
-	for i, r := range s.ready {
-		if r == op {
-			s.ready = append(s.ready[:i], s.ready[i+1:]...)
+func (h *entryHeap) push(e entry) {
+	h.a = append(h.a, e)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(h.a[i], h.a[p]) {
 			break
 		}
-	}
-	for _, succ := range s.p.Adj.Succs(op) {
-		s.predsLeft[succ]--
-		if s.predsLeft[succ] == 0 {
-			s.ready = append(s.ready, succ)
-		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
 	}
 }
 
-// release frees every copy of a tensor whose consumers are all scheduled,
-// except graph outputs and resident tensors.
-func (s *listState) release(t graph.TensorID) {
-	tn := &s.g.Tensors[t]
-	if tn.Kind.IsResident() || s.isOutput[t] {
-		return
-	}
-	b := tn.Bytes()
-	if tn.Producer != graph.NoOp {
-		s.used[s.dev[tn.Producer]] -= b
-	}
-	for d := 0; d < s.nd; d++ {
-		if _, ok := s.held[s.key(t, d)]; ok {
-			s.used[d] -= b
-			delete(s.held, s.key(t, d))
+func (h *entryHeap) pop() entry {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && less(h.a[l], h.a[m]) {
+			m = l
 		}
-	}
-}
-
-// stuck explains why no ready op fits any device.
-func (s *listState) stuck() error {
-	op := s.ready[0]
-	for _, r := range s.ready {
-		if s.pos[r] < s.pos[op] {
-			op = r
+		if r < last && less(h.a[r], h.a[m]) {
+			m = r
 		}
-	}
-	best := -1
-	for _, d := range s.candidates(op) {
-		if best < 0 || s.p.Costs.Cluster.Devices[d].Memory-s.used[d]-s.need(op, d) > s.p.Costs.Cluster.Devices[best].Memory-s.used[best]-s.need(op, best) {
-			best = d
+		if m == i {
+			return top
 		}
+		h.a[m], h.a[i] = h.a[i], h.a[m]
+		i = m
 	}
-	dev := s.p.Costs.Cluster.Devices[best]
-	return Infeasible(s.p, fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
-		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, FormatBytes(s.need(op, best)), dev.Name, FormatBytes(dev.Memory-s.used[best])))
-}
-
-// placement returns the devices and the scheduling order as priorities.
-func (s *listState) placement() sim.Placement {
-	prio := make([]int32, len(s.g.Ops))
-	for i, op := range s.order {
-		prio[op] = int32(i)
-	}
-	return sim.Placement{Device: s.dev, Priority: prio}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -13,11 +14,13 @@ func init() {
 
 // single puts the whole graph on one device: the best device that fits.
 // It is the baseline any split must beat; splitting pays only when memory
-// forces it or the graph has parallel work worth the transfers.
+// forces it or the graph has parallel work worth the transfers. Ops that
+// are pinned elsewhere, or that the device's type cannot run, go (with
+// their colocation group) to the fastest device allowed to them.
 type single struct{}
 
 func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	pins, err := p.pinned()
+	lim, err := newLimits(p)
 	if err != nil {
 		return sim.Placement{}, err
 	}
@@ -29,11 +32,19 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			return sim.Placement{}, err
 		}
 		pl := sim.Placement{Device: make([]int, len(p.Graph.Ops))}
+		classDev := make([]int, len(lim.allowed))
+		for c := range classDev {
+			classDev[c] = -1
+		}
 		for i := range pl.Device {
-			pl.Device[i] = d
-			if pins[i] >= 0 {
-				pl.Device[i] = pins[i]
+			c := lim.class[i]
+			if classDev[c] < 0 {
+				classDev[c] = d
+				if !lim.allows(graph.OpID(i), d) {
+					classDev[c] = fastestAllowed(p, lim, graph.OpID(i))
+				}
 			}
+			pl.Device[i] = classDev[c]
 		}
 		res, err := p.Simulate(pl)
 		if err != nil {
@@ -51,4 +62,16 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		return sim.Placement{}, Infeasible(p, fmt.Sprintf("no single device holds the graph (it peaks at %s on one device)", FormatBytes(largestPeak)))
 	}
 	return best, nil
+}
+
+// fastestAllowed is the lowest-numbered of the devices op may use that
+// runs it fastest.
+func fastestAllowed(p *Problem, lim *limits, op graph.OpID) int {
+	best := -1
+	for _, d := range lim.devices(op) {
+		if best < 0 || p.Costs.OpTime(op, d) < p.Costs.OpTime(op, best) {
+			best = d
+		}
+	}
+	return best
 }

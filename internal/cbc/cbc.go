@@ -1,0 +1,216 @@
+// Package cbc is a thin cgo layer over COIN-OR Cbc's C interface
+// (Debian coinor-libcbc-dev): load a mixed-integer program in column form,
+// mark integer columns, give a starting solution and a time limit, solve,
+// and read back the incumbent and the proven bound.
+//
+// Only what opplace's exact placer needs is wrapped. Every call copies its
+// arguments into C memory, so Go slices are never retained by the solver.
+package cbc
+
+// #cgo pkg-config: cbc
+// #include <stdlib.h>
+// #include <coin/Cbc_C_Interface.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Inf is the bound meaning "no bound".
+var Inf = math.Inf(1)
+
+// Problem is a minimisation problem: minimise Obj·x subject to
+// RowLower <= A x <= RowUpper and ColLower <= x <= ColUpper, with the
+// columns listed in Integer taking integer values.
+type Problem struct {
+	// Cols holds A column by column: Cols[j] lists the nonzeros of column j.
+	Cols               [][]Entry
+	ColLower, ColUpper []float64
+	Obj                []float64
+	RowLower, RowUpper []float64
+	Integer            []int
+	// Start, if not nil, is a feasible solution the solver starts from.
+	Start []float64
+	// MaxSeconds limits the solve; zero means no limit. A search stopped
+	// by time depends on the machine's speed; MaxNodes does not.
+	MaxSeconds float64
+	// MaxNodes limits the branch-and-bound nodes; zero means no limit.
+	MaxNodes int
+	// NoCuts turns Cbc's cut generators off: weaker bounds, but a root
+	// node that costs one LP instead of seconds on big-M models.
+	NoCuts bool
+}
+
+// Entry is one nonzero of a column.
+type Entry struct {
+	Row   int
+	Value float64
+}
+
+// Status says how a solve ended.
+type Status int
+
+const (
+	// Optimal: the incumbent is proven optimal.
+	Optimal Status = iota
+	// Feasible: the time limit stopped the search with an incumbent.
+	Feasible
+	// Infeasible: the problem has no solution.
+	Infeasible
+	// NoSolution: the search stopped before finding any solution.
+	NoSolution
+)
+
+func (s Status) String() string {
+	return [...]string{"optimal", "stopped at its node or time limit", "infeasible", "no solution found"}[s]
+}
+
+// Solution is what Solve returns.
+type Solution struct {
+	Status Status
+	// X is the incumbent (nil without one); Objective its value.
+	X         []float64
+	Objective float64
+	// Bound is the best proven lower bound on the objective.
+	Bound float64
+}
+
+// Solve runs Cbc on p.
+func Solve(p *Problem) (*Solution, error) {
+	nc, nr := len(p.Cols), len(p.RowLower)
+	if len(p.ColLower) != nc || len(p.ColUpper) != nc || len(p.Obj) != nc || len(p.RowUpper) != nr {
+		return nil, errors.New("cbc: inconsistent problem dimensions")
+	}
+	if p.Start != nil && len(p.Start) != nc {
+		return nil, errors.New("cbc: start solution has the wrong length")
+	}
+	nnz := 0
+	for _, c := range p.Cols {
+		nnz += len(c)
+	}
+	start := cInts(nc + 1)
+	index := cInts(max(nnz, 1))
+	value := cDoubles(max(nnz, 1))
+	defer C.free(unsafe.Pointer(start))
+	defer C.free(unsafe.Pointer(index))
+	defer C.free(unsafe.Pointer(value))
+	k := 0
+	for j, c := range p.Cols {
+		setInt(start, j, k)
+		for _, e := range c {
+			if e.Row < 0 || e.Row >= nr {
+				return nil, fmt.Errorf("cbc: column %d has row %d of %d", j, e.Row, nr)
+			}
+			setInt(index, k, e.Row)
+			setDouble(value, k, e.Value)
+			k++
+		}
+	}
+	setInt(start, nc, k)
+	collb, colub, obj := cCopy(p.ColLower), cCopy(p.ColUpper), cCopy(p.Obj)
+	rowlb, rowub := cCopy(p.RowLower), cCopy(p.RowUpper)
+	for _, ptr := range []*C.double{collb, colub, obj, rowlb, rowub} {
+		defer C.free(unsafe.Pointer(ptr))
+	}
+
+	m := C.Cbc_newModel()
+	defer C.Cbc_deleteModel(m)
+	C.Cbc_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(start)), index, value, collb, colub, obj, rowlb, rowub)
+	for _, j := range p.Integer {
+		C.Cbc_setInteger(m, C.int(j))
+	}
+	C.Cbc_setLogLevel(m, 0)
+	param(m, "log", "0")
+	param(m, "slog", "0")
+	param(m, "threads", "1") // deterministic search
+	param(m, "timeMode", "elapsed")
+	// Prove optimality exactly, so tie-breaking terms in the objective
+	// decide between equal solutions.
+	param(m, "ratioGap", "0")
+	param(m, "allowableGap", "1e-9")
+	if p.NoCuts {
+		param(m, "cuts", "off")
+	}
+	if p.MaxSeconds > 0 {
+		C.Cbc_setMaximumSeconds(m, C.double(p.MaxSeconds))
+	}
+	if p.MaxNodes > 0 {
+		param(m, "maxNodes", fmt.Sprint(p.MaxNodes))
+	}
+	if p.Start != nil {
+		idx := cInts(nc)
+		defer C.free(unsafe.Pointer(idx))
+		for j := 0; j < nc; j++ {
+			setInt(idx, j, j)
+		}
+		vals := cCopy(p.Start)
+		defer C.free(unsafe.Pointer(vals))
+		C.Cbc_setMIPStartI(m, C.int(nc), idx, vals)
+	}
+	C.Cbc_solve(m)
+
+	sol := &Solution{Bound: float64(C.Cbc_getBestPossibleObjValue(m))}
+	switch {
+	case C.Cbc_isProvenInfeasible(m) != 0:
+		sol.Status = Infeasible
+		return sol, nil
+	case C.Cbc_isProvenOptimal(m) != 0:
+		sol.Status = Optimal
+	default:
+		sol.Status = Feasible
+	}
+	if C.Cbc_numberSavedSolutions(m) == 0 && sol.Status != Optimal {
+		sol.Status = NoSolution
+		return sol, nil
+	}
+	x := C.Cbc_getColSolution(m)
+	if x == nil {
+		sol.Status = NoSolution
+		return sol, nil
+	}
+	sol.X = make([]float64, nc)
+	for j := range sol.X {
+		sol.X[j] = getDouble(x, j)
+	}
+	sol.Objective = float64(C.Cbc_getObjValue(m))
+	if sol.Status == Optimal {
+		sol.Bound = sol.Objective
+	}
+	return sol, nil
+}
+
+func param(m unsafe.Pointer, name, value string) {
+	cn, cv := C.CString(name), C.CString(value)
+	C.Cbc_setParameter(m, cn, cv)
+	C.free(unsafe.Pointer(cn))
+	C.free(unsafe.Pointer(cv))
+}
+
+func cInts(n int) *C.int { return (*C.int)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.int(0))))) }
+
+func cDoubles(n int) *C.double {
+	return (*C.double)(C.malloc(C.size_t(max(n, 1)) * C.size_t(unsafe.Sizeof(C.double(0)))))
+}
+
+func cCopy(v []float64) *C.double {
+	p := cDoubles(len(v))
+	for i, x := range v {
+		setDouble(p, i, x)
+	}
+	return p
+}
+
+func setInt(p *C.int, i, v int) {
+	*(*C.int)(unsafe.Add(unsafe.Pointer(p), uintptr(i)*unsafe.Sizeof(C.int(0)))) = C.int(v)
+}
+
+func setDouble(p *C.double, i int, v float64) {
+	*(*C.double)(unsafe.Add(unsafe.Pointer(p), uintptr(i)*unsafe.Sizeof(C.double(0)))) = C.double(v)
+}
+
+func getDouble(p *C.double, i int) float64 {
+	return float64(*(*C.double)(unsafe.Add(unsafe.Pointer(p), uintptr(i)*unsafe.Sizeof(C.double(0)))))
+}

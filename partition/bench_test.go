@@ -1,0 +1,166 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/onnx"
+)
+
+// syntheticTransformer is a deterministic training graph of about n
+// grouped ops: blocks of q, k, v projections in parallel, an attention op
+// reading all three, and an output op with a residual from the block
+// input, so downsets are many (width 3 plus the skip) but bounded.
+func syntheticTransformer(n int) *graph.Graph {
+	var ops []fwdOp
+	prev := "x"
+	for b := 0; len(ops)+5 <= n; b++ {
+		name := func(s string) string { return fmt.Sprintf("/blocks.%d/%s", b, s) }
+		w := 1 + float64(b%3)*0.25 // uneven blocks
+		ops = append(ops,
+			fwdOp{name("q"), w, 1 << 22, 1 << 22, []string{prev}},
+			fwdOp{name("k"), w, 1 << 22, 1 << 22, []string{prev}},
+			fwdOp{name("v"), w, 1 << 22, 1 << 22, []string{prev}},
+			fwdOp{name("attn"), 2 * w, 1 << 22, 0, []string{name("q"), name("k"), name("v")}},
+			fwdOp{name("out"), w, 1 << 22, 1 << 22, []string{name("attn"), prev}},
+		)
+		prev = name("out")
+	}
+	return buildGraph(ops, true)
+}
+
+func loadCluster(b *testing.B) *cluster.Cluster {
+	c, err := cluster.Load("../testdata/clusters/8xA100-2host.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkExactSynthetic times exact on 100, 1,000 and 5,000 grouped
+// ops on 8 A100s (auto micro-batches: six dynamic programmes each).
+func BenchmarkExactSynthetic(b *testing.B) {
+	c := loadCluster(b)
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			g := syntheticTransformer(n)
+			p := newTestProblem(b, g, c, Options{TimeLimit: 10 * time.Minute})
+			l, err := idealLattice(p.u, p.m, 1<<22)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			var pl *Plan
+			for i := 0; i < b.N; i++ {
+				pl = run(b, "exact", p)
+			}
+			b.ReportMetric(float64(p.Units()), "units")
+			b.ReportMetric(float64(l.n), "downsets")
+			b.ReportMetric(pl.BottleneckMs, "bottleneck_ms")
+			b.ReportMetric(float64(len(pl.Stages)), "stages")
+			if len(pl.Warnings) > 0 {
+				b.Log(pl.Warnings)
+			}
+		})
+	}
+}
+
+// emulateTraining adds, for every forward op, a backward op of twice its
+// FLOPs reading the same activations and colocated with it: a stand-in
+// for the training mode.
+func emulateTraining(g *graph.Graph) *graph.Graph {
+	n := len(g.Ops)
+	for i := 0; i < n; i++ {
+		f := &g.Ops[i]
+		f.Colocate = f.Name
+		var ins []graph.TensorID
+		var out graph.Tensor
+		for _, t := range f.Inputs {
+			if g.Tensors[t].Kind == graph.Activation || g.Tensors[t].Kind == graph.Input {
+				ins = append(ins, t)
+				if !out.ShapeKnown {
+					out = graph.Tensor{DType: g.Tensors[t].DType, Shape: g.Tensors[t].Shape, ShapeKnown: g.Tensors[t].ShapeKnown}
+				}
+			}
+		}
+		out.Name = f.Name + "/grad_out"
+		id, err := g.AddTensor(out)
+		if err != nil {
+			panic(err)
+		}
+		w := f.Work
+		w.FLOPs *= 2
+		if _, err := g.AddOp(graph.Op{Name: f.Name + "/grad", Type: "Grad", Inputs: ins, Outputs: []graph.TensorID{id},
+			Colocate: f.Name, Phase: graph.Backward, Work: w}); err != nil {
+			panic(err)
+		}
+	}
+	return g
+}
+
+var benchModels = []struct {
+	name string
+	dims map[string]int64
+}{
+	{"gpt2_small", map[string]int64{"batch": 8}},
+	{"bert_base", map[string]int64{"batch": 16}},
+	{"inception_v3", nil},
+	{"gnmt", nil},
+	{"gpt2_xl", map[string]int64{"batch": 4}},
+}
+
+// BenchmarkModels runs each partitioner on the real models, as inference
+// graphs and with emulated backward ops, on 8 A100s in two hosts.
+func BenchmarkModels(b *testing.B) {
+	c := loadCluster(b)
+	for _, mdl := range benchModels {
+		for _, mode := range []string{"infer", "train"} {
+			var p *Problem
+			load := func(b *testing.B) {
+				if p != nil {
+					return
+				}
+				m, err := onnx.Load(filepath.Join("../testdata/models", mdl.name+".onnx"), onnx.Options{Dims: mdl.dims})
+				if err != nil {
+					b.Fatal(err)
+				}
+				g := m.Graph
+				if mode == "train" {
+					g = emulateTraining(g)
+				}
+				p, err = NewProblem(cost.NewTable(g, c, cost.Roofline{}), Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, part := range []string{"gpipe", "pipedream", "exact"} {
+				b.Run(mdl.name+"/"+mode+"/"+part, func(b *testing.B) {
+					load(b)
+					pr, _ := New(part)
+					b.ResetTimer()
+					var pl *Plan
+					var err error
+					for i := 0; i < b.N; i++ {
+						if pl, err = pr.Partition(context.Background(), p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(p.Units()), "units")
+					b.ReportMetric(pl.BottleneckMs, "bottleneck_ms")
+					b.ReportMetric(pl.StepMs, "step_ms")
+					b.ReportMetric(float64(len(pl.Stages)), "stages")
+					b.ReportMetric(float64(pl.MicroBatches), "M")
+					for _, w := range pl.Warnings {
+						b.Log(w)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package partition
+
+import (
+	"errors"
+	"math"
+	"time"
+)
+
+// solution is a partition found by a search, in pipeline order.
+type solution struct {
+	M      int
+	value  float64 // the objective
+	stages []solStage
+	lat    *lattice
+}
+
+type solStage struct {
+	from, to int32 // ideals: the stage is to minus from
+	class    int
+	r, pos   int
+}
+
+var errDeadline = errors.New("time limit")
+
+// resources indexes vectors u (devices per class) in mixed radix.
+type resources struct {
+	count  []int // devices per class
+	stride []int
+	n      int
+	total  []int // devices in vector
+	// byClass[k][c] lists the vectors whose class-k count is c.
+	byClass [][][]int32
+}
+
+func newResources(m *model) *resources {
+	r := &resources{n: 1}
+	for _, cl := range m.classes {
+		r.count = append(r.count, len(cl.devices))
+		r.stride = append(r.stride, r.n)
+		r.n *= len(cl.devices) + 1
+	}
+	r.total = make([]int, r.n)
+	r.byClass = make([][][]int32, len(r.count))
+	for k := range r.count {
+		r.byClass[k] = make([][]int32, r.count[k]+1)
+	}
+	for i := 0; i < r.n; i++ {
+		for k := range r.count {
+			c := (i / r.stride[k]) % (r.count[k] + 1)
+			r.total[i] += c
+			r.byClass[k][c] = append(r.byClass[k][c], int32(i))
+		}
+	}
+	return r
+}
+
+// solve is the dynamic programme shared by "pipedream" (on the chain
+// lattice) and "exact" (on the ideal lattice):
+//
+//	F(D, u, n) = min over ideals E ⊋ D, class k, replicas r ≤ u_k of
+//	             combine(stage(E \ D, k, r), F(E, u - r·e_k, n - 1))
+//
+// is the best split of the units outside ideal D into n stages (n capped
+// where depth no longer changes memory) using exactly the devices u, the
+// stage taking the first free positions of its class. F(V, 0, 0) = 0 and
+// the answer is the best F(∅, u, n) over all u and n.
+//
+// Pruning, all safe for the optimum: a stage or a remainder whose
+// fastest-class compute spread over every device it could use exceeds
+// the upper bound ub (a known feasible objective) cannot be in a solution
+// at least as good; compute only grows as E grows, so such an E is not
+// expanded further. Returns nil when nothing fits.
+func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solution, error) {
+	m := p.m
+	res := newResources(m)
+	nCap := 1
+	if m.training && p.Options.Schedule == OneFOneB {
+		nCap = min(M, p.Costs.NumDevices())
+	}
+	nN := nCap + 1
+	stride := res.n * nN
+	F := make([]float64, l.n*stride)
+	for i := range F {
+		F[i] = math.Inf(1)
+	}
+	nextI := make([]int32, l.n*stride)
+	move := make([]int32, l.n*stride) // class | r<<8 | n''<<16
+	full := l.full()
+	F[int(full)*stride] = 0
+	bound := ub * (1 + 1e-9)
+	fM := float64(M)
+	ndev := p.Costs.NumDevices()
+
+	s := newSums(l.nc)
+	stamp := make([]int32, l.n)
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	var queue []int32
+	var unitsBuf []int32
+	checks := 0
+	for d := full - 1; d >= 0; d-- {
+		// The stages before D need devices too: by the same bound as the
+		// remainder's, they take at least (compute/M + launches)/ub of
+		// them, which caps the devices left for the suffix from D.
+		maxTotal := ndev
+		if d > 0 {
+			need := (l.fast[d]/fM + l.launch[d])
+			for maxTotal > 0 && need/float64(ndev-maxTotal+1) > bound {
+				maxTotal--
+			}
+			maxTotal-- // at least one device goes to the stages before D
+			if maxTotal < 1 {
+				continue
+			}
+		}
+		queue = append(queue[:0], l.cover[l.coverStart[d]:l.coverStart[d+1]]...)
+		for _, e := range queue {
+			stamp[e] = d
+		}
+		for qi := 0; qi < len(queue); qi++ {
+			e := queue[qi]
+			if checks++; checks&0xfff == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+				return nil, errDeadline
+			}
+			// Every stage time is at least its compute spread over r·M
+			// plus its launches, which every micro-batch pays.
+			fastS := l.fast[e] - l.fast[d]
+			launchS := l.launch[e] - l.launch[d]
+			if fastS/(float64(maxTotal)*fM)+launchS > bound {
+				continue // neither this stage nor any larger one fits under ub
+			}
+			for _, x := range l.cover[l.coverStart[e]:l.coverStart[e+1]] {
+				if stamp[x] != d {
+					stamp[x] = d
+					queue = append(queue, x)
+				}
+			}
+			fastRest := l.fast[full] - l.fast[e]
+			launchRest := l.launch[full] - l.launch[e]
+			// Cheap test before summing: the stage needs at least rMin
+			// devices and the remainder restNeed; together at most
+			// maxTotal.
+			if launchS > bound {
+				continue
+			}
+			rMin := max(1, math.Ceil(fastS/(fM*(bound-launchS))-1e-9))
+			restNeed := 0.0
+			if e != full {
+				restNeed = max(1, math.Ceil((fastRest/fM+launchRest)/bound-1e-9))
+			}
+			if rMin+restNeed > float64(maxTotal) {
+				continue
+			}
+			l.sums(s, d, e)
+			temp := int64(-1)
+			cutIn, cutOut := l.cut[d], l.cut[e]
+			for k := range m.classes {
+				if !s.ok[k] {
+					continue
+				}
+				cl := &m.classes[k]
+				cnt := res.count[k]
+				for r := 1; r <= min(cnt, maxTotal); r++ {
+					if fastS/(float64(r)*fM)+launchS > bound {
+						continue
+					}
+					for uk := r; uk <= cnt; uk++ {
+						pos := cnt - uk
+						var sc stageCost
+						have := false
+						for _, ui := range res.byClass[k][uk] {
+							if res.total[ui] > maxTotal {
+								continue
+							}
+							rest := res.total[ui] - r
+							// The remainder runs on at most rest stages.
+							if e != full && (rest == 0 || (fastRest/fM+launchRest)/float64(rest) > bound) {
+								continue
+							}
+							if !have {
+								have = true
+								sc = m.stage(s, k, cutIn, cutOut, r, pos, M)
+								if sc.time > bound || sc.paramBytes > cl.memory {
+									break
+								}
+							}
+							uRest := int(ui) - r*res.stride[k]
+							base := int(e)*stride + uRest*nN
+							for n2 := 0; n2 < nN; n2++ {
+								G := F[base+n2]
+								if math.IsInf(G, 1) {
+									continue
+								}
+								cand := m.combine(sc.time, G)
+								nHat := min(n2+1, nCap)
+								at := int(d)*stride + int(ui)*nN + nHat
+								if cand >= F[at] {
+									continue
+								}
+								if temp < 0 {
+									temp = 0
+									unitsBuf = l.stageUnits(d, e)
+									for _, v := range unitsBuf {
+										temp = max(temp, m.temp[v])
+									}
+								}
+								if memory(&sc, temp, m.alive(n2+1, M), r, M) > cl.memory {
+									continue
+								}
+								F[at] = cand
+								nextI[at] = e
+								move[at] = int32(k) | int32(r)<<8 | int32(n2)<<16
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	best, bestAt := math.Inf(1), -1
+	for ui := 0; ui < res.n; ui++ {
+		for n := 1; n < nN; n++ {
+			at := ui*nN + n
+			if F[at] < best {
+				best, bestAt = F[at], at
+			}
+		}
+	}
+	if bestAt < 0 {
+		return nil, nil
+	}
+	sol := &solution{M: M, value: best, lat: l}
+	d, ui, n := int32(0), bestAt/nN, bestAt%nN
+	for d != full {
+		at := int(d)*stride + ui*nN + n
+		e, mv := nextI[at], move[at]
+		k, r, n2 := int(mv&0xff), int(mv>>8&0xff), int(mv>>16)
+		uk := (ui / res.stride[k]) % (res.count[k] + 1)
+		sol.stages = append(sol.stages, solStage{from: d, to: e, class: k, r: r, pos: res.count[k] - uk})
+		d, ui, n = e, ui-r*res.stride[k], n2
+	}
+	return sol, nil
+}
+
+// solveBounded runs solve under growing bounds, starting just above the
+// lower bound (compute/M + launches spread over every device): a solution
+// whose value is within the bound it was searched under is optimal, since
+// the pruning only drops splits with some stage above the bound. Tight
+// bounds prune hard, so this is much faster than one search under a loose
+// heuristic bound.
+func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solution, error) {
+	full := l.full()
+	lb := (l.fast[full]/float64(M) + l.launch[full]) / float64(p.Costs.NumDevices())
+	for b, i := lb*1.05, 0; b < ub && b > 0 && i < 40; b, i = b*1.5, i+1 {
+		s, err := solve(p, l, M, b, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && s.value <= b*(1+1e-9) {
+			return s, nil
+		}
+	}
+	return solve(p, l, M, ub, deadline)
+}
+
+// evaluate scores a given split on the model (for heuristics and the
+// tests' brute force): the objective, or +Inf when a stage does not fit.
+func evaluate(p *Problem, l *lattice, M int, st []solStage) float64 {
+	m := p.m
+	s := newSums(l.nc)
+	var val float64
+	for i, x := range st {
+		l.sums(s, x.from, x.to)
+		if !s.ok[x.class] {
+			return math.Inf(1)
+		}
+		sc := m.stage(s, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
+		var temp int64
+		for _, v := range l.stageUnits(x.from, x.to) {
+			temp = max(temp, m.temp[v])
+		}
+		if memory(&sc, temp, m.alive(len(st)-i, M), x.r, M) > m.classes[x.class].memory {
+			return math.Inf(1)
+		}
+		if i == 0 {
+			val = sc.time
+		} else {
+			val = m.combine(sc.time, val)
+		}
+	}
+	return val
+}

@@ -1,0 +1,272 @@
+package partition
+
+import (
+	"errors"
+	"math"
+	"math/bits"
+	"unsafe"
+)
+
+// lattice holds the cuts a partitioner may place stage boundaries at:
+// ideals (downsets) of the unit DAG, numbered by size, with the cover
+// edges D -> D ∪ {v} and each ideal's prefix sums, so a stage's sums are
+// one subtraction. For "pipedream" it is the chain of prefixes of the
+// unit order; for "exact" every downset.
+type lattice struct {
+	n     int // ideals
+	units int
+	words int      // bitset words per ideal; 0 for the chain
+	bits  []uint64 // ideal*words
+	size  []int32
+	// cover edges of ideal i: cover[coverStart[i]:coverStart[i+1]]
+	coverStart []int32
+	cover      []int32
+	cut        []int64 // bytes of activations crossing out of the ideal
+	nc         int
+	fwd, bwd   []float64 // ideal*nc + class
+	upd        []float64
+	fwdL, bwdL []float64
+	banned     []int32   // ideal*nc + class: units that cannot run there
+	fast       []float64 // fastest compute (launch excluded) over classes
+	launch     []float64 // smallest launch overhead over classes
+	params     []int64
+	stash      []int64
+}
+
+var errTooManyIdeals = errors.New("too many downsets")
+
+func (l *lattice) full() int32 { return int32(l.n - 1) }
+
+// has reports whether unit v lies in ideal i.
+func (l *lattice) has(i int32, v int32) bool {
+	if l.words == 0 {
+		return v < l.size[i]
+	}
+	return l.bits[int(i)*l.words+int(v>>6)]&(1<<(v&63)) != 0
+}
+
+// stageUnits lists the units of ideal e minus ideal d.
+func (l *lattice) stageUnits(d, e int32) []int32 {
+	var out []int32
+	if l.words == 0 {
+		for v := l.size[d]; v < l.size[e]; v++ {
+			out = append(out, v)
+		}
+		return out
+	}
+	a, b := l.bits[int(d)*l.words:int(d+1)*l.words], l.bits[int(e)*l.words:int(e+1)*l.words]
+	for w := range b {
+		x := b[w] &^ a[w]
+		for x != 0 {
+			out = append(out, int32(w*64+bits.TrailingZeros64(x)))
+			x &= x - 1
+		}
+	}
+	return out
+}
+
+// sums fills s with the sums of ideal e minus ideal d.
+func (l *lattice) sums(s *sums, d, e int32) {
+	nc := l.nc
+	for k := 0; k < nc; k++ {
+		i, j := int(d)*nc+k, int(e)*nc+k
+		s.fwd[k] = l.fwd[j] - l.fwd[i]
+		s.bwd[k] = l.bwd[j] - l.bwd[i]
+		s.upd[k] = l.upd[j] - l.upd[i]
+		s.fwdL[k] = l.fwdL[j] - l.fwdL[i]
+		s.bwdL[k] = l.bwdL[j] - l.bwdL[i]
+	}
+	for k := 0; k < nc; k++ {
+		s.ok[k] = l.banned[int(e)*nc+k] == l.banned[int(d)*nc+k]
+	}
+	s.params = l.params[e] - l.params[d]
+	s.stash = l.stash[e] - l.stash[d]
+}
+
+func newSums(nc int) *sums {
+	return &sums{ok: make([]bool, nc), fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc), fwdL: make([]float64, nc), bwdL: make([]float64, nc)}
+}
+
+// extend appends ideal child = ideal parent ∪ {v} with its prefix sums
+// and cut; member tests membership in the child.
+func (l *lattice) extend(u *units, m *model, parent int32, v int32, member func(int32) bool) {
+	nc := l.nc
+	for k := 0; k < nc; k++ {
+		i, j := int(parent)*nc+k, int(v)*nc+k
+		l.fwd = append(l.fwd, l.fwd[i]+m.fwd[j])
+		l.bwd = append(l.bwd, l.bwd[i]+m.bwd[j])
+		l.upd = append(l.upd, l.upd[i]+m.upd[j])
+		l.fwdL = append(l.fwdL, l.fwdL[i]+m.fwdL[j])
+		l.bwdL = append(l.bwdL, l.bwdL[i]+m.bwdL[j])
+		l.banned = append(l.banned, l.banned[i]+m.banned[j])
+	}
+	l.fast = append(l.fast, l.fast[parent]+m.fastest(int(v)))
+	l.launch = append(l.launch, l.launch[parent]+m.leastLaunch(int(v)))
+	l.params = append(l.params, l.params[parent]+m.params[v])
+	l.stash = append(l.stash, l.stash[parent]+m.stash[v])
+	cut := l.cut[parent]
+	for _, ti := range u.outT[v] {
+		t := &u.tensors[ti]
+		for _, c := range t.consumers {
+			if !member(c) {
+				cut += t.bytes
+				break
+			}
+		}
+	}
+	for _, ti := range u.inT[v] {
+		t := &u.tensors[ti]
+		if t.producer == v || !member(t.producer) {
+			continue
+		}
+		all := true
+		for _, c := range t.consumers {
+			if !member(c) {
+				all = false
+				break
+			}
+		}
+		if all {
+			cut -= t.bytes
+		}
+	}
+	l.cut = append(l.cut, cut)
+	l.size = append(l.size, l.size[parent]+1)
+	l.n++
+}
+
+func newLattice(u *units, m *model) *lattice {
+	nc := len(m.classes)
+	return &lattice{
+		units: u.n, nc: nc, n: 1, size: []int32{0}, cut: []int64{0}, fast: []float64{0}, launch: []float64{0},
+		params: []int64{0}, stash: []int64{0},
+		fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc),
+		fwdL: make([]float64, nc), bwdL: make([]float64, nc), banned: make([]int32, nc),
+	}
+}
+
+// chainLattice is the prefixes of the unit order 0..n-1 (a topological
+// order): PipeDream's search space.
+func chainLattice(u *units, m *model) *lattice {
+	l := newLattice(u, m)
+	for v := int32(0); v < int32(u.n); v++ {
+		size := v + 1
+		l.extend(u, m, v, v, func(x int32) bool { return x < size })
+	}
+	l.coverStart = make([]int32, l.n+1)
+	for i := 0; i < l.n; i++ {
+		l.coverStart[i+1] = l.coverStart[i]
+		if i+1 < l.n {
+			l.cover = append(l.cover, int32(i+1))
+			l.coverStart[i+1]++
+		}
+	}
+	return l
+}
+
+// idealLattice enumerates every downset of the unit DAG breadth-first
+// (so ideals come out by size), or fails with errTooManyIdeals past max.
+func idealLattice(u *units, m *model, max int) (*lattice, error) {
+	l := newLattice(u, m)
+	l.words = (u.n + 63) / 64
+	l.bits = make([]uint64, l.words)
+	index := map[string]int32{string(make([]byte, 8*l.words)): 0}
+	missing := make([]int32, u.n) // preds not yet in the ideal, reused
+	// avail[i] lists the units that can join ideal i.
+	var avail [][]int32
+	var first []int32
+	for v := 0; v < u.n; v++ {
+		if len(u.pred[v]) == 0 {
+			first = append(first, int32(v))
+		}
+	}
+	avail = append(avail, first)
+	type edge struct{ from, to int32 }
+	var edges []edge
+	buf := make([]uint64, l.words)
+	for i := int32(0); i < int32(l.n); i++ {
+		for _, v := range avail[i] {
+			copy(buf, l.bits[int(i)*l.words:int(i+1)*l.words])
+			buf[v>>6] |= 1 << (v & 63)
+			key := unsafe.String((*byte)(unsafe.Pointer(&buf[0])), 8*l.words)
+			j, ok := index[key]
+			if !ok {
+				if l.n >= max {
+					return nil, errTooManyIdeals
+				}
+				j = int32(l.n)
+				l.bits = append(l.bits, buf...)
+				index[string([]byte(key))] = j
+				w := l.words
+				child := l.bits[int(j)*w : int(j+1)*w]
+				l.extend(u, m, i, v, func(x int32) bool { return child[x>>6]&(1<<(x&63)) != 0 })
+				// Units available in the child: the parent's minus v, plus
+				// successors of v whose predecessors are now all in.
+				var av []int32
+				for _, a := range avail[i] {
+					if a != v {
+						av = append(av, a)
+					}
+				}
+				for _, s := range u.succ[v] {
+					missing[s] = 0
+					for _, p := range u.pred[s] {
+						if child[p>>6]&(1<<(p&63)) == 0 {
+							missing[s]++
+						}
+					}
+					if missing[s] == 0 {
+						av = append(av, s)
+					}
+				}
+				avail = append(avail, av)
+			}
+			edges = append(edges, edge{i, j})
+		}
+		avail[i] = nil
+	}
+	l.coverStart = make([]int32, l.n+1)
+	for _, e := range edges {
+		l.coverStart[e.from+1]++
+	}
+	for i := 0; i < l.n; i++ {
+		l.coverStart[i+1] += l.coverStart[i]
+	}
+	l.cover = make([]int32, len(edges))
+	fill := make([]int32, l.n)
+	copy(fill, l.coverStart[:l.n])
+	for _, e := range edges { // edges come out grouped by from, in order
+		l.cover[fill[e.from]] = e.to
+		fill[e.from]++
+	}
+	return l, nil
+}
+
+// fastest is unit v's compute (launches excluded) on its fastest class.
+func (m *model) fastest(v int) float64 {
+	nc := len(m.classes)
+	best := math.Inf(1)
+	for k := 0; k < nc; k++ {
+		i := v*nc + k
+		if m.banned[i] != 0 {
+			continue
+		}
+		best = min(best, m.fwd[i]-m.fwdL[i]+m.bwd[i]-m.bwdL[i])
+	}
+	return best
+}
+
+// leastLaunch is unit v's launch overheads (paid per micro-batch) on the
+// class where they are smallest.
+func (m *model) leastLaunch(v int) float64 {
+	nc := len(m.classes)
+	best := math.Inf(1)
+	for k := 0; k < nc; k++ {
+		i := v*nc + k
+		if m.banned[i] != 0 {
+			continue
+		}
+		best = min(best, m.fwdL[i]+m.bwdL[i])
+	}
+	return best
+}

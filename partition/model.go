@@ -1,0 +1,277 @@
+package partition
+
+import (
+	"math"
+	"slices"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+)
+
+// model is the cost of a stage, shared by every partitioner, the brute
+// force of the tests and the report, so they all judge one objective.
+//
+// Per stage S of units on r replicas of device class c, with M
+// micro-batches (all times per micro-batch):
+//
+//	forward  = (F - Lf)/(r·M) + Lf + send(cut out of S)
+//	backward = (B - Lb)/(r·M) + Lb + send(cut into S)      (training)
+//	time     = forward + backward + (allreduce + update)/M
+//
+// F and B are the stage's forward and backward op times for the whole
+// batch on c (the cost table's times), Lf and Lb their launch overheads,
+// which every micro-batch pays again: compute of a micro-batch is the
+// full-batch time divided by M plus that fixed overhead, so splitting
+// finer is not free. Each replica takes 1/r of every micro-batch.
+// send(b) = latency + b/(M·bandwidth): the whole activation crossing a
+// boundary is counted once per boundary it crosses (an activation skipping
+// stages is relayed through each) over one link, not split over replicas,
+// since replicas of one host share its network card. The all-reduce of the
+// stage's parameter bytes P across its replicas takes 2(r-1)/r·P/bw plus
+// 2(r-1) link latencies, once per step (training only); update ops run
+// once per step on every replica.
+//
+// Memory per device: parameters + alive·stash/(r·M) + largest scratch,
+// where stash is the forward outputs of S plus everything it receives
+// (relayed activations included) and alive is the micro-batches whose
+// activations a stage holds at once: min(M, stages-index) under 1F1B,
+// M under GPipe, 1 for inference.
+//
+// Devices are taken per class in a fixed order (host, then index); a
+// stage holding positions [p, p+r) of its class sends forward over the
+// link from its last device to the device at p+r and backward over the
+// link from its first device to the one at p-1 (or, at either end of the
+// class, the slowest link to a device of another class).
+type model struct {
+	t        *cost.Table
+	opts     Options
+	training bool
+	classes  []class
+	// per unit, per class (unit*nc + c)
+	fwd, bwd, upd, fwdL, bwdL []float64
+	// banned[unit*nc+c] is 1 when some op of the unit cannot run on c
+	// (its time there is +Inf; the times above then leave it out).
+	banned []int32
+	// per unit
+	params, stash, temp []int64
+}
+
+// class is a group of interchangeable devices: one type, one memory size.
+type class struct {
+	name    string
+	typ     *cluster.DeviceType
+	memory  int64
+	devices []int // cluster device indices in allocation order
+	// ring[p*(n+1)+r] is the all-reduce link over devices [p, p+r);
+	// next[p]/prev[p] the link a stage ending before p / starting at p
+	// uses to its neighbour.
+	ring       []cluster.Link
+	next, prev []cluster.Link
+}
+
+func newModel(t *cost.Table, u *units, opts Options) *model {
+	c := t.Cluster
+	m := &model{t: t, opts: opts, training: u.training}
+	// Classes by (type, memory), in order of first device.
+	for d := range c.Devices {
+		dev := &c.Devices[d]
+		k := slices.IndexFunc(m.classes, func(x class) bool { return x.typ == dev.Type && x.memory == dev.Memory })
+		if k < 0 {
+			name := dev.Type.Name
+			m.classes = append(m.classes, class{name: name, typ: dev.Type, memory: dev.Memory})
+			k = len(m.classes) - 1
+		}
+		m.classes[k].devices = append(m.classes[k].devices, d)
+	}
+	for k := range m.classes {
+		cl := &m.classes[k]
+		slices.SortStableFunc(cl.devices, func(a, b int) int { return c.Devices[a].Host - c.Devices[b].Host })
+		m.linkTables(cl)
+	}
+	g := t.Graph
+	nc := len(m.classes)
+	m.fwd = make([]float64, u.n*nc)
+	m.bwd = make([]float64, u.n*nc)
+	m.upd = make([]float64, u.n*nc)
+	m.fwdL = make([]float64, u.n*nc)
+	m.bwdL = make([]float64, u.n*nc)
+	m.banned = make([]int32, u.n*nc)
+	m.params = make([]int64, u.n)
+	m.stash = make([]int64, u.n)
+	m.temp = make([]int64, u.n)
+	for ui, ops := range u.ops {
+		seen := map[graph.TensorID]bool{}
+		for _, op := range ops {
+			o := &g.Ops[op]
+			for k := range m.classes {
+				dev := m.classes[k].devices[0]
+				tm := t.OpTime(op, dev)
+				i := ui*nc + k
+				if math.IsInf(tm, 1) {
+					m.banned[i] = 1
+					continue
+				}
+				var launch float64
+				if tm > 0 {
+					launch = min(m.classes[k].typ.LaunchOverhead, tm)
+				}
+				switch o.Phase {
+				case graph.Forward:
+					m.fwd[i] += tm
+					m.fwdL[i] += launch
+				case graph.Backward:
+					m.bwd[i] += tm
+					m.bwdL[i] += launch
+				default:
+					m.upd[i] += tm
+				}
+			}
+			for _, in := range o.Inputs {
+				if tn := &g.Tensors[in]; tn.Kind.IsResident() && !seen[in] {
+					seen[in] = true
+					m.params[ui] += tn.Bytes()
+				}
+			}
+			if o.Phase == graph.Forward {
+				m.stash[ui] += t.OutputBytes(op)
+			}
+			m.temp[ui] = max(m.temp[ui], t.TempBytes(op))
+		}
+	}
+	return m
+}
+
+// linkTables precomputes the links a stage at each position of the class
+// uses.
+func (m *model) linkTables(cl *class) {
+	c := m.t.Cluster
+	n := len(cl.devices)
+	slowest := func(a, b cluster.Link) cluster.Link {
+		if a.Bandwidth == 0 || b.Bandwidth < a.Bandwidth || (b.Bandwidth == a.Bandwidth && b.Latency > a.Latency) {
+			return b
+		}
+		return a
+	}
+	// The slowest link from a device to any device of another class.
+	outside := func(d int) cluster.Link {
+		var l cluster.Link
+		for e := range c.Devices {
+			if c.Devices[e].Type != cl.typ || c.Devices[e].Memory != cl.memory {
+				l = slowest(l, c.Path(d, e))
+			}
+		}
+		return l
+	}
+	cl.next = make([]cluster.Link, n+1)
+	cl.prev = make([]cluster.Link, n+1)
+	for p := 0; p <= n; p++ {
+		// next[p]: a stage whose last device is p-1.
+		if p > 0 {
+			if p < n {
+				cl.next[p] = c.Path(cl.devices[p-1], cl.devices[p])
+			} else {
+				cl.next[p] = outside(cl.devices[p-1])
+			}
+		}
+		// prev[p]: a stage whose first device is p.
+		if p < n {
+			if p > 0 {
+				cl.prev[p] = c.Path(cl.devices[p], cl.devices[p-1])
+			} else {
+				cl.prev[p] = outside(cl.devices[0])
+			}
+		}
+	}
+	cl.ring = make([]cluster.Link, (n+1)*(n+1))
+	for p := 0; p < n; p++ {
+		for r := 2; p+r <= n; r++ {
+			var l cluster.Link
+			for i := 0; i < r; i++ {
+				l = slowest(l, c.Path(cl.devices[p+i], cl.devices[p+(i+1)%r]))
+			}
+			cl.ring[p*(n+1)+r] = l
+		}
+	}
+}
+
+// sums are the additive quantities of a set of units.
+type sums struct {
+	ok                        []bool    // per class: every unit can run there
+	fwd, bwd, upd, fwdL, bwdL []float64 // per class
+	params, stash             int64
+}
+
+// stageCost is one stage's evaluation.
+type stageCost struct {
+	time                 float64 // per micro-batch, the objective's term
+	fwd, bwd             float64 // per micro-batch, compute + send
+	compute, comm, sync  float64 // per micro-batch: compute, sends, (allreduce+update)/M
+	perStep              float64 // allreduce + update, once per step
+	memory               int64   // per device, before the alive factor is known: see mem
+	paramBytes, stashPer int64
+}
+
+// stage evaluates a stage with the given additive sums (over its units),
+// the bytes it receives (cutIn) and sends (cutOut), on r devices of class
+// k starting at position p, with M micro-batches.
+func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCost {
+	cl := &m.classes[k]
+	n := len(cl.devices)
+	fM := float64(M)
+	rm := float64(r) * fM
+	send := func(l cluster.Link, b int64) float64 {
+		if b <= 0 {
+			return 0
+		}
+		return l.Latency + float64(b)/(fM*l.Bandwidth)
+	}
+	var sc stageCost
+	fc := (s.fwd[k]-s.fwdL[k])/rm + s.fwdL[k]
+	fs := send(cl.next[p+r], cutOut)
+	sc.fwd = fc + fs
+	sc.compute, sc.comm = fc, fs
+	if m.training {
+		bc := (s.bwd[k]-s.bwdL[k])/rm + s.bwdL[k]
+		bs := send(cl.prev[p], cutIn)
+		sc.bwd = bc + bs
+		sc.compute += bc
+		sc.comm += bs
+		if r > 1 && s.params > 0 {
+			l := cl.ring[p*(n+1)+r]
+			sc.perStep = 2*float64(r-1)/float64(r)*float64(s.params)/l.Bandwidth + 2*float64(r-1)*l.Latency
+		}
+	}
+	sc.perStep += s.upd[k]
+	sc.sync = sc.perStep / fM
+	sc.time = sc.fwd + sc.bwd + sc.sync
+	sc.paramBytes = s.params
+	sc.stashPer = s.stash + cutIn
+	return sc
+}
+
+// alive is how many micro-batches of activations a stage holds when it
+// and the stages after it number depth.
+func (m *model) alive(depth, M int) int {
+	if !m.training {
+		return 1
+	}
+	if m.opts.Schedule == GPipe {
+		return M
+	}
+	return min(M, depth)
+}
+
+// memory is a device's peak bytes for a stage holding alive micro-batches.
+func memory(sc *stageCost, temp int64, alive, r, M int) int64 {
+	act := float64(alive) * float64(sc.stashPer) / float64(r*M)
+	return sc.paramBytes + int64(math.Ceil(act)) + temp
+}
+
+// combine joins a stage's time with the best of the stages after it.
+func (m *model) combine(stage, rest float64) float64 {
+	if m.opts.Objective == Latency {
+		return stage + rest
+	}
+	return max(stage, rest)
+}

@@ -1,0 +1,268 @@
+// Package partition splits an operator graph into pipeline stages: each
+// stage is a contiguous piece of the graph (every edge goes forward from
+// an earlier stage to a later one) that runs on one or more replicas of one
+// device type, and micro-batches flow through the stages under a pipeline
+// schedule (GPipe or 1F1B).
+//
+// Ops sharing a Colocate key (a forward op and the backward op the
+// training mode derives from it) form one unit that never straddles two
+// stages. The partitioners search the same cost model (model.go) and are
+// registered by name: "pipedream" (dynamic programme over prefixes of one
+// topological order), "exact" (dynamic programme over every downset of
+// the DAG) and "gpipe" (balanced single-device stages).
+package partition
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+)
+
+// Schedule names a pipeline schedule.
+type Schedule string
+
+const (
+	// OneFOneB is PipeDream-Flush: after a warm-up each stage alternates
+	// one forward and one backward, so stage i keeps at most
+	// min(M, stages-i) micro-batches of activations alive.
+	OneFOneB Schedule = "1f1b"
+	// GPipe runs every forward, then every backward, keeping all M
+	// micro-batches of activations alive.
+	GPipe Schedule = "gpipe"
+)
+
+// Objective says what the partitioners minimise.
+type Objective string
+
+const (
+	// Throughput minimises the slowest stage's time per micro-batch (the
+	// pipeline's steady-state rate).
+	Throughput Objective = "throughput"
+	// Latency minimises the sum of the stage times per micro-batch: the
+	// time one micro-batch takes through the whole pipeline.
+	Latency Objective = "latency"
+)
+
+// Options tune a partitioning.
+type Options struct {
+	// Schedule is OneFOneB (the default when empty) or GPipe.
+	Schedule Schedule
+	// Objective is Throughput (the default when empty) or Latency.
+	Objective Objective
+	// MicroBatches is the number of micro-batches M a step is split into;
+	// 0 picks the best power of two up to MaxMicroBatches under memory.
+	MicroBatches int
+	// MaxMicroBatches bounds the automatic choice; 0 means 32. Set it to
+	// the batch size when that is smaller, so a micro-batch keeps at least
+	// one sample.
+	MaxMicroBatches int
+	// MaxIdeals bounds how many downsets "exact" enumerates before it
+	// falls back to "pipedream"; 0 means 200,000.
+	MaxIdeals int
+	// TimeLimit bounds the "exact" search; 0 means 30 s. Past it, exact
+	// falls back to "pipedream" with a warning.
+	TimeLimit time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Schedule == "" {
+		o.Schedule = OneFOneB
+	}
+	if o.Objective == "" {
+		o.Objective = Throughput
+	}
+	if o.MaxMicroBatches <= 0 {
+		o.MaxMicroBatches = 32
+	}
+	if o.MaxIdeals <= 0 {
+		o.MaxIdeals = 200_000
+	}
+	if o.TimeLimit <= 0 {
+		o.TimeLimit = 30 * time.Second
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch o.Schedule {
+	case OneFOneB, GPipe:
+	default:
+		return fmt.Errorf("unknown pipeline schedule %q (use 1f1b or gpipe)", o.Schedule)
+	}
+	switch o.Objective {
+	case Throughput, Latency:
+	default:
+		return fmt.Errorf("unknown pipeline objective %q (use throughput or latency)", o.Objective)
+	}
+	if o.MicroBatches < 0 {
+		return fmt.Errorf("micro-batches must be positive or 0 for auto, got %d", o.MicroBatches)
+	}
+	return nil
+}
+
+// Problem is what every partitioner receives: the graph grouped into
+// units, the per-unit costs on each device class, and the options.
+type Problem struct {
+	Graph   *graph.Graph
+	Costs   *cost.Table
+	Options Options
+
+	u *units
+	m *model
+}
+
+// NewProblem groups costs.Graph into units and prepares the cost model.
+// It fails on a cyclic graph or bad options.
+func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if len(costs.Graph.Ops) == 0 {
+		return nil, fmt.Errorf("graph %q has no ops to partition", costs.Graph.Name)
+	}
+	g := costs.Graph
+	free := func(op graph.OpID) bool {
+		for d := 0; d < costs.NumDevices(); d++ {
+			if costs.OpTime(op, d) != 0 {
+				return false
+			}
+		}
+		return cost.ResidentBytes(g, op) == 0
+	}
+	u, err := buildUnits(g, free)
+	if err != nil {
+		return nil, err
+	}
+	m := newModel(costs, u, opts)
+	for v := 0; v < u.n; v++ {
+		if math.IsInf(m.fastest(v), 1) {
+			return nil, fmt.Errorf("op %q cannot run on any device type of cluster %q; add a device type that runs it", costs.Graph.Ops[u.ops[v][0]].Name, costs.Cluster.Name)
+		}
+	}
+	return &Problem{Graph: costs.Graph, Costs: costs, Options: opts, u: u, m: m}, nil
+}
+
+// Units is the number of placement units (colocation groups, with
+// backward and update ops folded into their forward unit).
+func (p *Problem) Units() int { return p.u.n }
+
+// Training reports whether the graph has backward ops, so stages send
+// gradients back and synchronise weights across replicas.
+func (p *Problem) Training() bool { return p.u.training }
+
+// Partitioner splits a problem into pipeline stages.
+type Partitioner interface {
+	// Partition returns the best plan it finds, or an error; an
+	// *InfeasibleError when no split fits in memory.
+	Partition(ctx context.Context, p *Problem) (*Plan, error)
+}
+
+// Factory makes a partitioner.
+type Factory func() Partitioner
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]registered{}
+)
+
+type registered struct {
+	factory Factory
+	summary string
+}
+
+// Register adds a partitioner under name; a duplicate name panics (a
+// programming error caught at init).
+func Register(name, summary string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("partition: duplicate registration of " + name)
+	}
+	registry[name] = registered{f, summary}
+}
+
+// New makes the partitioner registered under name.
+func New(name string) (Partitioner, error) {
+	mu.RLock()
+	r, ok := registry[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown pipeline partitioner %q (known: %v)", name, Names())
+	}
+	return r.factory(), nil
+}
+
+// Names lists the registered partitioners, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Summary is the one-line description a partitioner registered with.
+func Summary(name string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return registry[name].summary
+}
+
+// InfeasibleError reports that no partition fits in device memory.
+type InfeasibleError struct {
+	Partitioner string
+	Detail      string
+}
+
+func (e *InfeasibleError) Error() string {
+	return fmt.Sprintf("pipeline partitioner %s: no split fits in device memory: %s; add devices with more memory, raise --micro-batches, or use a training graph with fewer stashed activations", e.Partitioner, e.Detail)
+}
+
+// microBatchCandidates lists the M values a solve tries: the fixed one, or
+// powers of two up to the maximum.
+func (p *Problem) microBatchCandidates() []int {
+	if p.Options.MicroBatches > 0 {
+		return []int{p.Options.MicroBatches}
+	}
+	var ms []int
+	for m := 1; m <= p.Options.MaxMicroBatches; m *= 2 {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// bestOverM runs solve for each candidate M and keeps the plan with the
+// shortest simulated step (ties: fewer micro-batches).
+func (p *Problem) bestOverM(ctx context.Context, name string, solve func(M int) (*solution, error)) (*Plan, error) {
+	var best *Plan
+	for _, M := range p.microBatchCandidates() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s, err := solve(M)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			continue
+		}
+		pl := p.report(name, s)
+		if best == nil || pl.StepMs < best.StepMs*(1-1e-12) {
+			best = pl
+		}
+	}
+	if best == nil {
+		return nil, &InfeasibleError{Partitioner: name, Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+	}
+	return best, nil
+}

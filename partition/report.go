@@ -1,0 +1,147 @@
+package partition
+
+import (
+	"strings"
+
+	"github.com/opplace/opplace/graph"
+)
+
+// Plan is a pipeline partition and its predicted behaviour.
+type Plan struct {
+	Partitioner  string    `json:"partitioner"`
+	Schedule     Schedule  `json:"schedule"`
+	Objective    Objective `json:"objective"`
+	Training     bool      `json:"training"`
+	MicroBatches int       `json:"micro_batches"`
+	Stages       []Stage   `json:"stages"`
+	// BottleneckMs is the slowest stage's time per micro-batch, transfers
+	// and its share of weight synchronisation included (the throughput
+	// objective); ObjectiveMs is the value the partitioner minimised
+	// (equal to BottleneckMs for throughput, the sum of stage times for
+	// latency).
+	BottleneckMs float64 `json:"bottleneck_ms"`
+	ObjectiveMs  float64 `json:"objective_ms"`
+	// StepMs is the simulated time of one step: M micro-batches through
+	// the schedule, then the slowest stage's all-reduce and update.
+	StepMs float64 `json:"step_ms"`
+	// BubbleFraction is the share of stage time idle during the
+	// pipelined part of the step.
+	BubbleFraction float64  `json:"bubble_fraction"`
+	Warnings       []string `json:"warnings,omitempty"`
+	// OpStage is the stage of every op (indexed by graph.OpID).
+	OpStage []int `json:"-"`
+}
+
+// Stage is one pipeline stage.
+type Stage struct {
+	Index      int      `json:"index"`
+	DeviceType string   `json:"device_type"`
+	Devices    []string `json:"devices"`
+	// DeviceIndex holds the cluster indices of Devices.
+	DeviceIndex []int `json:"-"`
+	Replicas    int   `json:"replicas"`
+	// Ops lists the stage's ops in topological order of their units.
+	Ops []string `json:"ops"`
+	// FirstOp and LastOp are the stage's first and last forward ops in
+	// that order; ModulePrefix is their longest common module path
+	// ("/blocks.11/") when op names carry one, else empty.
+	FirstOp      string `json:"first_op"`
+	LastOp       string `json:"last_op"`
+	ModulePrefix string `json:"module_prefix,omitempty"`
+	// Times per micro-batch: compute of the stage's ops, sends to its
+	// neighbours, and its share of the per-step all-reduce and update.
+	ComputeMs float64 `json:"compute_ms"`
+	CommMs    float64 `json:"comm_ms"`
+	SyncMs    float64 `json:"sync_ms"`
+	TimeMs    float64 `json:"time_ms"`
+	// SendBytes is what the stage sends to the next stage per step
+	// (activations, relayed ones included; the same again comes back as
+	// gradients when training).
+	SendBytes int64 `json:"send_bytes"`
+	// PeakMemoryBytes is one device's parameters, activation stash of the
+	// micro-batches alive at once, and largest scratch buffer.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// AliveMicroBatches is how many micro-batches' activations the stage
+	// holds at its peak.
+	AliveMicroBatches int `json:"alive_micro_batches"`
+}
+
+// report turns a solution into a Plan, simulating its schedule.
+func (p *Problem) report(name string, s *solution) *Plan {
+	m, l, M := p.m, s.lat, s.M
+	g := p.Graph
+	pl := &Plan{Partitioner: name, Schedule: p.Options.Schedule, Objective: p.Options.Objective,
+		Training: m.training, MicroBatches: M, ObjectiveMs: s.value * 1e3, OpStage: make([]int, len(g.Ops))}
+	S := len(s.stages)
+	f, b := make([]float64, S), make([]float64, S)
+	perStep := make([]float64, S)
+	costs := make([]stageCost, S)
+	temps := make([]int64, S)
+	sm := newSums(l.nc)
+	for i, x := range s.stages {
+		l.sums(sm, x.from, x.to)
+		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
+		costs[i] = sc
+		f[i], b[i], perStep[i] = sc.fwd, sc.bwd, sc.perStep
+		cl := &m.classes[x.class]
+		st := Stage{Index: i, DeviceType: cl.name, Replicas: x.r,
+			ComputeMs: sc.compute * 1e3, CommMs: sc.comm * 1e3, SyncMs: sc.sync * 1e3, TimeMs: sc.time * 1e3,
+			SendBytes: l.cut[x.to]}
+		for _, d := range cl.devices[x.pos : x.pos+x.r] {
+			st.Devices = append(st.Devices, p.Costs.Cluster.Devices[d].Name)
+			st.DeviceIndex = append(st.DeviceIndex, d)
+		}
+		var fwdNames []string
+		for _, v := range l.stageUnits(x.from, x.to) {
+			temps[i] = max(temps[i], m.temp[v])
+			for _, op := range p.u.ops[v] {
+				pl.OpStage[op] = i
+				st.Ops = append(st.Ops, g.Ops[op].Name)
+				if g.Ops[op].Phase == graph.Forward {
+					fwdNames = append(fwdNames, g.Ops[op].Name)
+				}
+			}
+		}
+		if len(fwdNames) == 0 {
+			fwdNames = st.Ops
+		}
+		if len(fwdNames) > 0 {
+			st.FirstOp, st.LastOp = fwdNames[0], fwdNames[len(fwdNames)-1]
+			st.ModulePrefix = modulePrefix(fwdNames)
+		}
+		pl.BottleneckMs = max(pl.BottleneckMs, sc.time*1e3)
+		pl.Stages = append(pl.Stages, st)
+	}
+	tl := simulateSchedule(f, b, M, p.Options.Schedule, m.training)
+	var busy, extra float64
+	for i := range pl.Stages {
+		pl.Stages[i].AliveMicroBatches = tl.alive[i]
+		pl.Stages[i].PeakMemoryBytes = memory(&costs[i], temps[i], tl.alive[i], s.stages[i].r, M)
+		busy += tl.busy[i]
+		extra = max(extra, perStep[i])
+	}
+	pl.StepMs = (tl.makespan + extra) * 1e3
+	if tl.makespan > 0 {
+		pl.BubbleFraction = 1 - busy/(float64(S)*tl.makespan)
+	}
+	return pl
+}
+
+// modulePrefix is the longest common prefix of the names that ends at a
+// '/', or empty when the names share no module path ("/" alone is not
+// one).
+func modulePrefix(names []string) string {
+	prefix := names[0]
+	for _, n := range names[1:] {
+		i := 0
+		for i < len(prefix) && i < len(n) && prefix[i] == n[i] {
+			i++
+		}
+		prefix = prefix[:i]
+	}
+	cut := strings.LastIndexByte(prefix, '/')
+	if cut <= 0 {
+		return ""
+	}
+	return prefix[:cut+1]
+}

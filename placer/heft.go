@@ -1,0 +1,152 @@
+package placer
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/sim"
+)
+
+func init() {
+	Register("heft", "HEFT: ops by upward rank, each on the device where it finishes first, filling idle gaps", func() Placer { return heft{} })
+}
+
+// heft is Topcuoglu et al.'s Heterogeneous Earliest Finish Time, with
+// memory: ops are taken in decreasing upward rank,
+//
+//	rank(i) = mean time of i + max over successors j of (mean transfer of i's
+//	          output to j + rank(j)),
+//
+// means taken over the devices i may use and over the ordered pairs of
+// distinct devices; each op goes to the eligible device (pins, device
+// types, colocation, memory as m-ETF tracks it) where it finishes
+// earliest, starting in the first idle gap long enough after its inputs
+// arrive. Ties go to the lower device index; equal ranks to the earlier
+// topological position, so a predecessor always comes first.
+type heft struct{}
+
+func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	s, err := newListState(p)
+	if err != nil {
+		return sim.Placement{}, err
+	}
+	order := heftOrder(p, s)
+	busy := make([][]interval, s.nd)
+	start := make([]float64, len(p.Graph.Ops))
+	for i, op := range order {
+		if i%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return sim.Placement{}, err
+			}
+		}
+		bestDev, bestStart, bestEnd := -1, 0.0, 0.0
+		for _, d := range s.candidates(op) {
+			dur := p.Costs.OpTime(op, d)
+			st := earliestGap(busy[d], s.dataReady(op, d), dur)
+			if bestDev >= 0 && st+dur >= bestEnd {
+				continue
+			}
+			if !s.fits(op, d) {
+				continue
+			}
+			bestDev, bestStart, bestEnd = d, st, st+dur
+		}
+		if bestDev < 0 {
+			return sim.Placement{}, s.noRoom(op)
+		}
+		busy[bestDev] = insertInterval(busy[bestDev], interval{bestStart, bestEnd})
+		start[op] = bestStart
+		s.schedule(op, bestDev, bestStart)
+	}
+	pl := s.placement()
+	// The simulator runs each device's ready ops by priority: order them
+	// by their planned start, so gap insertions take effect.
+	byStart := slices.Clone(p.Order)
+	sort.SliceStable(byStart, func(a, b int) bool { return start[byStart[a]] < start[byStart[b]] })
+	for i, op := range byStart {
+		pl.Priority[op] = int32(i)
+	}
+	return pl, nil
+}
+
+// heftOrder is the ops by decreasing upward rank, ties by topological
+// position.
+func heftOrder(p *Problem, s *listState) []graph.OpID {
+	g, t := p.Graph, p.Costs
+	n := len(g.Ops)
+	lat, perByte := meanLink(p)
+	rank := make([]float64, n)
+	for i := n - 1; i >= 0; i-- {
+		op := p.Order[i]
+		var tail float64
+		for _, out := range g.Ops[op].Outputs {
+			b := g.Tensors[out].Bytes()
+			comm := 0.0
+			if b > 0 {
+				comm = lat + float64(b)*perByte
+			}
+			for _, c := range g.Tensors[out].Consumers {
+				tail = max(tail, comm+rank[c])
+			}
+		}
+		for _, succ := range p.Adj.Succs(op) {
+			tail = max(tail, rank[succ]) // control edges carry no data
+		}
+		var sum float64
+		devs := s.lim.devices(op)
+		for _, d := range devs {
+			sum += t.OpTime(op, d)
+		}
+		rank[op] = sum/float64(len(devs)) + tail
+	}
+	order := slices.Clone(p.Order)
+	sort.SliceStable(order, func(a, b int) bool { return rank[order[a]] > rank[order[b]] })
+	return order
+}
+
+// meanLink is the mean latency and seconds per byte over the ordered
+// pairs of distinct devices (zero on one device).
+func meanLink(p *Problem) (lat, perByte float64) {
+	nd := p.Costs.NumDevices()
+	if nd < 2 {
+		return 0, 0
+	}
+	const probe = 1 << 30
+	for a := 0; a < nd; a++ {
+		for b := 0; b < nd; b++ {
+			if a == b {
+				continue
+			}
+			l := p.Costs.Cluster.Path(a, b)
+			lat += l.Latency
+			perByte += p.Costs.Transfer(a, b, probe)/probe - l.Latency/probe
+		}
+	}
+	pairs := float64(nd * (nd - 1))
+	return lat / pairs, perByte / pairs
+}
+
+type interval struct{ start, end float64 }
+
+// earliestGap is the earliest start at or after ready of a slot of length
+// dur among the sorted busy intervals.
+func earliestGap(busy []interval, ready, dur float64) float64 {
+	// The first interval ending after ready.
+	i := sort.Search(len(busy), func(k int) bool { return busy[k].end > ready })
+	st := ready
+	for ; i < len(busy); i++ {
+		if st+dur <= busy[i].start && !math.IsInf(dur, 1) {
+			return st
+		}
+		st = max(st, busy[i].end)
+	}
+	return st
+}
+
+func insertInterval(busy []interval, iv interval) []interval {
+	i := sort.Search(len(busy), func(k int) bool { return busy[k].start > iv.start })
+	return slices.Insert(busy, i, iv)
+}

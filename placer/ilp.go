@@ -1,0 +1,621 @@
+package placer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/cbc"
+	"github.com/opplace/opplace/sim"
+)
+
+// Defaults of the ilp placer.
+const (
+	DefaultILPGroups  = 40
+	DefaultILPSeconds = 10.0
+	// DefaultILPNodes bounds Cbc's search by nodes, which unlike time
+	// gives the same answer on every machine.
+	DefaultILPNodes = 200
+)
+
+func init() {
+	Register("ilp", fmt.Sprintf("Pesto-style exact placement and ordering by MILP (COIN-OR Cbc) on a graph coarsened to about %d groups", DefaultILPGroups),
+		func() Placer { return &ILP{} })
+}
+
+// ILP places and orders a coarsened graph exactly, after Pesto (Hafeez et
+// al. 2021): the co-placement groups (Group) are merged into about Groups
+// units (Coarsen) and a mixed-integer program chooses each unit's device
+// and start time:
+//
+//	minimise C
+//	sum_d x_gd = 1                                      each unit on one device
+//	s_h >= s_g + p_g(x) + c_dd'(bytes) (x_gd + x_hd' - 1) each edge g->h, d != d'
+//	s_h >= s_g + p_g(x)                                   each edge
+//	s_h >= s_g + p_g(x) - M(1-o_gh) - M(2-x_gd-x_hd)      units with no path between
+//	s_g >= s_h + p_h(x) - M o_gh    - M(2-x_gd-x_hd)      them, each common device
+//	sum_g m_g x_gd <= memory_d                            each device
+//	x_gd = x_hd                                           colocated units
+//	C >= s_g + p_g(x)                                     each sink
+//	C >= sum_g t_gd x_gd                                  each device
+//
+// where p_g(x) = sum_d t_gd x_gd is the unit's time on its device and m_g
+// its parameters, outputs and scratch (a conservative memory model: the
+// simulator frees activations, the MILP does not). M is the makespan of
+// the starting solution, the best of every single device and a list
+// schedule of the units, which Cbc is given, so the result is never worse
+// than that start in the MILP's own terms. Cbc runs to optimality or
+// MaxSeconds; the notes give the incumbent, the bound and the gap.
+type ILP struct {
+	// Groups is the target number of units; 0 means DefaultILPGroups.
+	Groups int
+	// MaxSeconds limits Cbc; 0 means DefaultILPSeconds. Only a search
+	// stopped by time can differ between runs.
+	MaxSeconds float64
+	// MaxNodes limits Cbc's branch-and-bound nodes; 0 means
+	// DefaultILPNodes.
+	MaxNodes int
+	notes    []string
+}
+
+// Notes reports the model's size, Cbc's status, incumbent and bound.
+func (m *ILP) Notes() []string { return m.notes }
+
+// ilpModel is the coarse problem in microseconds.
+type ilpModel struct {
+	p       *Problem
+	gs      *Groups
+	gg      *groupGraph
+	nd      int
+	t       [][]float64 // t[g][d], +Inf where not allowed
+	mem     []float64   // m_g in bytes
+	coloc   [][2]int32  // units that must share a device
+	reach   [][]uint64  // reach[g] bitset of units reachable from g
+	allowed [][]int
+}
+
+func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	m.notes = nil
+	target, secs := m.Groups, m.MaxSeconds
+	if target <= 0 {
+		target = DefaultILPGroups
+	}
+	if secs <= 0 {
+		secs = DefaultILPSeconds
+	}
+	// Co-placement chains whole branches into their join (an Inception
+	// block becomes one group), hiding the parallelism the MILP is for:
+	// coarsen from chains of ops, with colocation merged.
+	base, err := group(p, chains)
+	if err != nil {
+		return sim.Placement{}, err
+	}
+	// Units with no path between them need ordering constraints on every
+	// common device, and those make the MILP hard: coarsen further until
+	// there are at most maxOrderRows of them.
+	var gs *Groups
+	var md *ilpModel
+	for {
+		gs = Coarsen(p, base, target)
+		md, err = newILPModel(p, gs)
+		if err != nil {
+			return sim.Placement{}, err
+		}
+		if md.orderRows() <= maxOrderRows || target <= 2 {
+			break
+		}
+		target = target * 3 / 4
+	}
+	startDev, startS, ub := md.start()
+	begin := time.Now()
+	prob, cols := md.build(startDev, startS, ub)
+	prob.MaxSeconds = secs
+	prob.MaxNodes = m.MaxNodes
+	prob.NoCuts = true
+	if prob.MaxNodes <= 0 {
+		prob.MaxNodes = DefaultILPNodes
+	}
+	sol, err := cbc.Solve(prob)
+	elapsed := time.Since(begin)
+	if err != nil {
+		return sim.Placement{}, err
+	}
+	size := fmt.Sprintf("%d units (from %d chains of %d ops), %d variables, %d constraints",
+		gs.Len(), base.Len(), len(p.Graph.Ops), len(prob.Cols), len(prob.RowLower))
+	var dev []int
+	var start []float64
+	switch {
+	case sol.X != nil:
+		dev, start = cols.decode(sol.X)
+		gap := 0.0
+		if sol.Objective > 0 {
+			gap = (sol.Objective - sol.Bound) / sol.Objective
+		}
+		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: %s after %s, makespan %.3f ms (coarse model), bound %.3f ms, gap %.1f%%",
+			size, sol.Status, elapsed.Round(time.Millisecond), sol.Objective/1e3, sol.Bound/1e3, 100*gap))
+	case sol.Status == cbc.Infeasible:
+		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution within the memory model (parameters, outputs and scratch all counted)", size))
+	case startDev != nil:
+		dev, start = startDev, startS
+		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc found no solution in %s; kept the starting list schedule", size, elapsed.Round(time.Millisecond)))
+	default:
+		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement in %s within its memory model", size, elapsed.Round(time.Millisecond)))
+	}
+	if err := ctx.Err(); err != nil {
+		return sim.Placement{}, err
+	}
+	return md.placement(md.canonical(dev), start), nil
+}
+
+func newILPModel(p *Problem, gs *Groups) (*ilpModel, error) {
+	lim, err := newLimits(p)
+	if err != nil {
+		return nil, err
+	}
+	g, nd, ng := p.Graph, p.Costs.NumDevices(), gs.Len()
+	md := &ilpModel{p: p, gs: gs, gg: newGroupGraph(p, gs), nd: nd, t: make([][]float64, ng), mem: make([]float64, ng), allowed: make([][]int, ng)}
+	classUnit := map[int32]int32{}
+	for u, members := range gs.Members {
+		md.t[u] = make([]float64, nd)
+		md.allowed[u] = lim.devices(members[0])
+		var seen []graph.TensorID
+		for _, op := range members {
+			md.allowed[u] = intersect(md.allowed[u], lim.devices(op))
+			for d := 0; d < nd; d++ {
+				md.t[u][d] += 1e6 * p.Costs.OpTime(op, d)
+			}
+			md.mem[u] += float64(p.Costs.OutputBytes(op) + p.Costs.TempBytes(op))
+			for _, in := range g.Ops[op].Inputs {
+				if tn := &g.Tensors[in]; tn.Producer == graph.NoOp && !slices.Contains(seen, in) {
+					seen = append(seen, in)
+					md.mem[u] += float64(tn.Bytes())
+				}
+			}
+			c := lim.class[op]
+			if v, ok := classUnit[c]; !ok {
+				classUnit[c] = int32(u)
+			} else if v != int32(u) {
+				md.coloc = append(md.coloc, [2]int32{v, int32(u)})
+			}
+		}
+		for d := 0; d < nd; d++ {
+			if !slices.Contains(md.allowed[u], d) {
+				md.t[u][d] = math.Inf(1)
+			}
+		}
+	}
+	// Reachability as bitsets, in reverse topological order.
+	words := (ng + 63) / 64
+	md.reach = make([][]uint64, ng)
+	for i := ng - 1; i >= 0; i-- {
+		u := md.gg.order[i]
+		r := make([]uint64, words)
+		for _, e := range md.gg.out[u] {
+			v := md.gg.edges[e].to
+			r[v/64] |= 1 << (v % 64)
+			for w := range r {
+				r[w] |= md.reach[v][w]
+			}
+		}
+		md.reach[u] = r
+	}
+	return md, nil
+}
+
+// maxOrderRows bounds the MILP's ordering constraints (see Place).
+const maxOrderRows = 1500
+
+// orderRows counts the ordering constraints the MILP would have.
+func (md *ilpModel) orderRows() int {
+	n := 0
+	for a := int32(0); a < int32(len(md.t)); a++ {
+		for b := a + 1; b < int32(len(md.t)); b++ {
+			if !md.reaches(a, b) && !md.reaches(b, a) {
+				n += 2 * len(intersect(md.allowed[a], md.allowed[b]))
+			}
+		}
+	}
+	return n
+}
+
+func (md *ilpModel) reaches(a, b int32) bool { return md.reach[a][b/64]&(1<<(b%64)) != 0 }
+
+// comm is the transfer time in microseconds between two devices.
+func (md *ilpModel) comm(a, b int, bytes int64) float64 {
+	return 1e6 * md.p.Costs.Transfer(a, b, bytes)
+}
+
+func (md *ilpModel) memOK(load []float64, u int32, d int) bool {
+	return load[d]+md.mem[u] <= float64(md.p.Costs.Cluster.Devices[d].Memory)
+}
+
+// start is a feasible solution of the MILP, the best of every single
+// device and an earliest-finish list schedule of the units, or nil.
+func (md *ilpModel) start() ([]int, []float64, float64) {
+	var bestDev []int
+	var bestS []float64
+	best := math.Inf(1)
+	try := func(fixed int) {
+		dev, s, end := md.listSchedule(fixed)
+		if dev != nil && end < best {
+			bestDev, bestS, best = dev, s, end
+		}
+	}
+	for d := 0; d < md.nd; d++ {
+		try(d)
+	}
+	try(-1)
+	return bestDev, bestS, best
+}
+
+// listSchedule places the units in topological order, each on the device
+// where it finishes first (or on fixed when it may run there), within
+// the MILP's memory model; nil if some unit fits nowhere.
+func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
+	ng := md.gs.Len()
+	dev := make([]int, ng)
+	s := make([]float64, ng)
+	free := make([]float64, md.nd)
+	load := make([]float64, md.nd)
+	var makespan float64
+	for _, u := range md.gg.order {
+		best, bestEnd := -1, math.Inf(1)
+		for _, d := range md.allowed[u] {
+			if !md.memOK(load, u, d) || md.colocElsewhere(dev, s, u, d) {
+				continue
+			}
+			st := free[d]
+			for _, e := range md.gg.in[u] {
+				ed := md.gg.edges[e]
+				st = max(st, s[ed.from]+md.t[ed.from][dev[ed.from]]+md.comm(dev[ed.from], d, ed.bytes))
+			}
+			end := st + md.t[u][d]
+			if fixed >= 0 && d == fixed {
+				best, bestEnd = d, end
+				break
+			}
+			if end < bestEnd {
+				best, bestEnd = d, end
+			}
+		}
+		if best < 0 {
+			return nil, nil, 0
+		}
+		dev[u] = best
+		s[u] = bestEnd - md.t[u][best]
+		free[best] = bestEnd
+		load[best] += md.mem[u]
+		makespan = max(makespan, bestEnd)
+	}
+	for _, c := range md.coloc {
+		if dev[c[0]] != dev[c[1]] {
+			return nil, nil, 0
+		}
+	}
+	return dev, s, makespan
+}
+
+// colocElsewhere reports whether unit u is colocated with an earlier
+// unit placed on a device other than d. Units later in the order are not
+// placed yet; their dev is meaningless and ignored.
+func (md *ilpModel) colocElsewhere(dev []int, s []float64, u int32, d int) bool {
+	for _, c := range md.coloc {
+		var other int32 = -1
+		switch u {
+		case c[0]:
+			other = c[1]
+		case c[1]:
+			other = c[0]
+		}
+		if other >= 0 && md.before(other, u) && dev[other] != d {
+			return true
+		}
+	}
+	return false
+}
+
+// before reports whether a precedes b in the topological order of units.
+func (md *ilpModel) before(a, b int32) bool {
+	return slices.Index(md.gg.order, a) < slices.Index(md.gg.order, b)
+}
+
+// ilpCols records where each variable lives.
+type ilpCols struct {
+	md   *ilpModel
+	x    [][]int // x[u][d] column or -1
+	s    []int
+	c    int
+	pair map[[2]int32]int
+}
+
+func (c *ilpCols) decode(x []float64) ([]int, []float64) {
+	ng := len(c.s)
+	dev := make([]int, ng)
+	s := make([]float64, ng)
+	for u := 0; u < ng; u++ {
+		best := -1
+		for d, j := range c.x[u] {
+			if j >= 0 && (best < 0 || x[j] > x[c.x[u][best]]) {
+				best = d
+			}
+		}
+		dev[u] = best
+		s[u] = x[c.s[u]]
+	}
+	return dev, s
+}
+
+// build writes the MILP in column form, with the start solution.
+func (md *ilpModel) build(startDev []int, startS []float64, ub float64) (*cbc.Problem, *ilpCols) {
+	ng, nd := md.gs.Len(), md.nd
+	pr := &cbc.Problem{}
+	cols := &ilpCols{md: md, x: make([][]int, ng), s: make([]int, ng), pair: map[[2]int32]int{}}
+	var startX []float64
+	addCol := func(lo, hi, obj float64, integer bool, start float64) int {
+		j := len(pr.Cols)
+		pr.Cols = append(pr.Cols, nil)
+		pr.ColLower = append(pr.ColLower, lo)
+		pr.ColUpper = append(pr.ColUpper, hi)
+		pr.Obj = append(pr.Obj, obj)
+		if integer {
+			pr.Integer = append(pr.Integer, j)
+		}
+		startX = append(startX, start)
+		return j
+	}
+	row := func(lo, hi float64, terms ...cbc.Entry) {
+		r := len(pr.RowLower)
+		pr.RowLower = append(pr.RowLower, lo)
+		pr.RowUpper = append(pr.RowUpper, hi)
+		for _, t := range terms {
+			if t.Value != 0 {
+				pr.Cols[t.Row] = append(pr.Cols[t.Row], cbc.Entry{Row: r, Value: t.Value})
+			}
+		}
+	}
+	// In row(), Entry.Row names a column; rows are numbered as added.
+	term := func(col int, v float64) cbc.Entry { return cbc.Entry{Row: col, Value: v} }
+	bigM := ub
+	if math.IsInf(bigM, 1) {
+		bigM = 0
+		for u := 0; u < ng; u++ {
+			bigM += slices.Max(finite(md.t[u]))
+		}
+		for _, e := range md.gg.edges {
+			bigM += md.comm(0, max(nd-1, 0), e.bytes) * 4 // generous: any link
+		}
+	}
+	has := startDev != nil
+	for u := 0; u < ng; u++ {
+		cols.x[u] = make([]int, nd)
+		for d := 0; d < nd; d++ {
+			cols.x[u][d] = -1
+			if slices.Contains(md.allowed[u], d) {
+				v := 0.0
+				if has && startDev[u] == d {
+					v = 1
+				}
+				cols.x[u][d] = addCol(0, 1, 0, true, v)
+			}
+		}
+		v := 0.0
+		if has {
+			v = startS[u]
+		}
+		cols.s[u] = addCol(0, bigM, 0, false, v)
+	}
+	cmax := 0.0
+	if has {
+		cmax = ub
+	}
+	cols.c = addCol(0, bigM, 1, false, cmax)
+	// p_g(x) terms, scaled.
+	ptime := func(u int32, sign float64) []cbc.Entry {
+		var ts []cbc.Entry
+		for d, j := range cols.x[u] {
+			if j >= 0 {
+				ts = append(ts, term(j, sign*md.t[u][d]))
+			}
+		}
+		return ts
+	}
+	for u := 0; u < ng; u++ {
+		var ts []cbc.Entry
+		for _, j := range cols.x[u] {
+			if j >= 0 {
+				ts = append(ts, term(j, 1))
+			}
+		}
+		row(1, 1, ts...)
+		if len(md.gg.out[u]) == 0 {
+			row(0, cbc.Inf, append([]cbc.Entry{term(cols.c, 1), term(cols.s[u], -1)}, ptime(int32(u), -1)...)...)
+		}
+	}
+	for _, e := range md.gg.edges {
+		g, h := e.from, e.to
+		base := append([]cbc.Entry{term(cols.s[h], 1), term(cols.s[g], -1)}, ptime(g, -1)...)
+		row(0, cbc.Inf, base...)
+		if e.bytes == 0 {
+			continue
+		}
+		for _, d := range md.allowed[g] {
+			for _, d2 := range md.allowed[h] {
+				if d == d2 {
+					continue
+				}
+				c := md.comm(d, d2, e.bytes)
+				row(-c, cbc.Inf, append(slices.Clone(base), term(cols.x[g][d], -c), term(cols.x[h][d2], -c))...)
+			}
+		}
+	}
+	// Units with no path between them must not overlap on one device. The
+	// start orders them as the list schedule did: by topological order.
+	rank := make([]int, ng)
+	for i, u := range md.gg.order {
+		rank[u] = i
+	}
+	for a := int32(0); a < int32(ng); a++ {
+		for b := a + 1; b < int32(ng); b++ {
+			if md.reaches(a, b) || md.reaches(b, a) {
+				continue
+			}
+			common := intersect(md.allowed[a], md.allowed[b])
+			if len(common) == 0 {
+				continue
+			}
+			v := 0.0
+			if has && rank[a] < rank[b] {
+				v = 1
+			}
+			o := addCol(0, 1, 0, true, v)
+			cols.pair[[2]int32{a, b}] = o
+			for _, d := range common {
+				// a before b: s_b - s_a - p_a - M o - M x_ad - M x_bd >= -3M
+				row(-3*bigM, cbc.Inf, append([]cbc.Entry{term(cols.s[b], 1), term(cols.s[a], -1), term(o, -bigM),
+					term(cols.x[a][d], -bigM), term(cols.x[b][d], -bigM)}, ptime(a, -1)...)...)
+				// b before a: s_a - s_b - p_b + M o - M x_ad - M x_bd >= -2M
+				row(-2*bigM, cbc.Inf, append([]cbc.Entry{term(cols.s[a], 1), term(cols.s[b], -1), term(o, bigM),
+					term(cols.x[a][d], -bigM), term(cols.x[b][d], -bigM)}, ptime(b, -1)...)...)
+			}
+		}
+	}
+	// A device's load is at most the makespan: redundant for integer
+	// solutions, but it lifts the relaxation's bound far above what the
+	// big-M ordering rows give.
+	for d := 0; d < nd; d++ {
+		ts := []cbc.Entry{term(cols.c, 1)}
+		for u := 0; u < ng; u++ {
+			if j := cols.x[u][d]; j >= 0 {
+				ts = append(ts, term(j, -md.t[u][d]))
+			}
+		}
+		row(0, cbc.Inf, ts...)
+	}
+	for d := 0; d < nd; d++ {
+		capacity := float64(md.p.Costs.Cluster.Devices[d].Memory)
+		var ts []cbc.Entry
+		for u := 0; u < ng; u++ {
+			if j := cols.x[u][d]; j >= 0 && capacity > 0 {
+				ts = append(ts, term(j, md.mem[u]/capacity))
+			}
+		}
+		row(-cbc.Inf, 1, ts...)
+	}
+	for _, c := range md.coloc {
+		for d := 0; d < nd; d++ {
+			a, b := cols.x[c[0]][d], cols.x[c[1]][d]
+			switch {
+			case a >= 0 && b >= 0:
+				row(0, 0, term(a, 1), term(b, -1))
+			case a >= 0:
+				row(0, 0, term(a, 1))
+			case b >= 0:
+				row(0, 0, term(b, 1))
+			}
+		}
+	}
+	if has {
+		pr.Start = startX
+	}
+	return pr, cols
+}
+
+func finite(v []float64) []float64 {
+	var out []float64
+	for _, x := range v {
+		if !math.IsInf(x, 0) {
+			out = append(out, x)
+		}
+	}
+	if out == nil {
+		out = []float64{0}
+	}
+	return out
+}
+
+// placement expands unit devices to ops and orders each device's ops by
+// their unit's start, then topological position.
+func (md *ilpModel) placement(dev []int, start []float64) sim.Placement {
+	p := md.p
+	n := len(p.Graph.Ops)
+	pl := sim.Placement{Device: make([]int, n), Priority: make([]int32, n)}
+	for i := range pl.Device {
+		pl.Device[i] = dev[md.gs.Of[i]]
+	}
+	byStart := slices.Clone(p.Order)
+	sort.SliceStable(byStart, func(a, b int) bool {
+		return start[md.gs.Of[byStart[a]]] < start[md.gs.Of[byStart[b]]]
+	})
+	for i, op := range byStart {
+		pl.Priority[op] = int32(i)
+	}
+	return pl
+}
+
+// canonical renames interchangeable devices (same type, memory and links
+// to every other device) in order of first use along the units'
+// topological order, so that among the solver's symmetric optima the
+// answer is always the same one.
+func (md *ilpModel) canonical(dev []int) []int {
+	c := md.p.Costs
+	nd := md.nd
+	same := func(a, b int) bool {
+		if !c.SameType(a, b) || c.Cluster.Devices[a].Memory != c.Cluster.Devices[b].Memory {
+			return false
+		}
+		const probe = 1 << 20
+		if c.Transfer(a, b, probe) != c.Transfer(b, a, probe) {
+			return false
+		}
+		for k := 0; k < nd; k++ {
+			if k != a && k != b && (c.Transfer(a, k, probe) != c.Transfer(b, k, probe) || c.Transfer(k, a, probe) != c.Transfer(k, b, probe)) {
+				return false
+			}
+		}
+		return true
+	}
+	rename := make([]int, nd)
+	for d := range rename {
+		rename[d] = -1
+	}
+	taken := make([]bool, nd)
+	// Pinned or restricted units must keep their devices: rename only
+	// when every unit allows every device.
+	for u := range md.allowed {
+		if len(md.allowed[u]) != nd {
+			return dev
+		}
+	}
+	for _, u := range md.gg.order {
+		d := dev[u]
+		if rename[d] >= 0 {
+			continue
+		}
+		for k := 0; k < nd; k++ {
+			if !taken[k] && (k == d || same(k, d)) {
+				rename[d], taken[k] = k, true
+				break
+			}
+		}
+	}
+	// Devices never used keep the names left over.
+	for d := 0; d < nd; d++ {
+		if rename[d] < 0 {
+			for k := 0; k < nd; k++ {
+				if !taken[k] {
+					rename[d], taken[k] = k, true
+					break
+				}
+			}
+		}
+	}
+	out := make([]int, len(dev))
+	for u, d := range dev {
+		out[u] = rename[d]
+	}
+	return out
+}
