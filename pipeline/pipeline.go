@@ -16,6 +16,7 @@ import (
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/tf"
 	"github.com/opplace/opplace/train"
 )
 
@@ -23,7 +24,7 @@ import (
 const Auto = "auto"
 
 // AutoStrategies are the placers Auto tries, in tie-breaking order.
-var AutoStrategies = []string{"single", "m-etf"}
+var AutoStrategies = []string{"single", "m-etf", "heft", "m-sct", "m-topo", "expert"}
 
 // The modes a plan can be made for.
 const (
@@ -48,9 +49,23 @@ type Options struct {
 	// Optimizer names the training optimizer (sgd, momentum, adam; default
 	// adam).
 	Optimizer string
+	// RespectDevices pins TensorFlow nodes to the cluster devices their
+	// device fields name; DeviceTemplate renders a cluster device as a
+	// TensorFlow device string (default tf.DefaultTemplate).
+	RespectDevices bool
+	DeviceTemplate string
 	// CostModel estimates op times; nil means the times the model file
 	// carries, if any, else the default Roofline.
 	CostModel cost.Model
+	// Fusion is FusionAuto or a fusion mode (graph.FusionModes: none, vertical,
+	// horizontal, hybrid); "" means none. Placement then runs on the fused
+	// graph and the plan lists every original op. See fusion.go.
+	Fusion string
+	// FusionReport, when set, receives what the fuse stage did.
+	FusionReport *FusionReport
+
+	// fused carries the fuse stage's result to assemble.
+	fused *fusedState
 }
 
 // Timing is how long one stage took.
@@ -99,8 +114,10 @@ type stage struct {
 
 var stages = []stage{
 	{"import", importModel},
-	{"train", buildTrainingStep},
 	{"cluster", loadCluster},
+	{"pins", resolvePins},
+	{"train", buildTrainingStep},
+	{"fuse", fuseGraph},
 	{"cost", buildCosts},
 	{"bound", lowerBound},
 	{"place", place},
@@ -177,6 +194,36 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	return nil
 }
 
+// resolvePins turns the device fields a TensorFlow graph carries (the
+// "_device" attribute of its ops) into pins on cluster devices, before the
+// training step copies them to gradients.
+func resolvePins(_ context.Context, r *run) error {
+	if !r.opts.RespectDevices {
+		return nil
+	}
+	tmpl := r.opts.DeviceTemplate
+	if tmpl == "" {
+		tmpl = tf.DefaultTemplate
+	}
+	resolve, err := tf.NewPinResolver(r.cluster, tmpl)
+	if err != nil {
+		return &InputError{err}
+	}
+	g := r.model.Graph
+	for i := range g.Ops {
+		dev := g.Ops[i].Attrs.String("_device", "")
+		if dev == "" {
+			continue
+		}
+		name, err := resolve(dev)
+		if err != nil {
+			return &InputError{fmt.Errorf("%s: op %q: device %q: %v", r.opts.ModelPath, g.Ops[i].Name, dev, err)}
+		}
+		g.Ops[i].Device = name
+	}
+	return nil
+}
+
 func hasPhase(g *graph.Graph, p graph.Phase) bool {
 	for i := range g.Ops {
 		if g.Ops[i].Phase == p {
@@ -247,29 +294,22 @@ func place(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
-		placed, err := pl.Place(ctx, r.problem)
-		if err == nil {
-			var res *sim.Result
-			res, err = r.problem.Simulate(placed)
-			if err == nil {
-				fits := r.problem.Fits(res)
-				r.tried = append(r.tried, plan.Candidate{Strategy: name, PredictedStepMS: plan.MS(res.Step), Fits: fits})
-				if !fits {
-					err = overflow(r, name, res)
-				} else if r.sim == nil || res.Step < r.sim.Step {
-					r.sim, r.placed, r.strategy = res, placed, name
-				}
+		o := evaluate(ctx, r, name, pl)
+		if o.Sim != nil {
+			r.tried = append(r.tried, plan.Candidate{Strategy: name, PredictedStepMS: plan.MS(o.Sim.Step), Fits: o.Fits})
+			if o.Fits && (r.sim == nil || o.Sim.Step < r.sim.Step) {
+				r.sim, r.placed, r.strategy = o.Sim, o.Placement, name
 			}
 		}
-		if err != nil {
+		if o.Err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if firstErr == nil {
-				firstErr = err
+				firstErr = o.Err
 			}
-			if len(r.tried) == 0 || r.tried[len(r.tried)-1].Strategy != name {
-				r.tried = append(r.tried, plan.Candidate{Strategy: name, Error: err.Error()})
+			if o.Sim == nil {
+				r.tried = append(r.tried, plan.Candidate{Strategy: name, Error: o.Err.Error()})
 			}
 		}
 	}
@@ -353,7 +393,7 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	r.plan = p
-	return nil
+	return expandFusion(r)
 }
 
 // candidateRank orders fitting plans first, then ones that do not fit,

@@ -60,7 +60,7 @@ func TestModes(t *testing.T) {
 	for _, s := range trained.Timings {
 		stages = append(stages, s.Stage)
 	}
-	if fmt.Sprint(stages[:3]) != "[import train cluster]" {
+	if fmt.Sprint(stages[:4]) != "[import cluster pins train]" {
 		t.Errorf("stages %v", stages)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 type planFlags struct {
 	dimFlags
+	deviceFlags
 	cluster   string
 	strategy  string
 	output    string
@@ -23,6 +24,8 @@ type planFlags struct {
 	verbose   bool
 	mode      string
 	optimizer string
+	fusion    string
+	profile   string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -51,6 +54,7 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 		},
 	}
 	f.register(cmd)
+	f.registerDevices(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "placement strategy: auto, "+strings.Join(placer.Names(), ", "))
@@ -58,6 +62,8 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
 	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
+	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
+	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	return cmd
@@ -77,15 +83,26 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 			return usageError{err}
 		}
 	}
-	res, err := pipeline.Run(cmd.Context(), pipeline.Options{
+	costModel, err := loadProfileModel(f.profile)
+	if err != nil {
+		return err
+	}
+	var fusion pipeline.FusionReport
+	opts := pipeline.Options{
 		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
 		Mode: f.mode, Optimizer: f.optimizer,
-	})
+		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
+	}
+	if err := f.apply(&opts); err != nil {
+		return err
+	}
+	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
 	if f.verbose && res != nil {
 		for _, t := range res.Timings {
 			fmt.Fprintf(stderr, "stage %-9s %v\n", t.Stage, t.Duration.Round(1000))
 		}
+		printFusion(stderr, &fusion)
 	}
 	if err != nil {
 		return err
@@ -105,9 +122,12 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		}
 	}
 	if f.dot != "" {
-		if err := plan.WriteFileAtomic(f.dot, func(w io.Writer) error { return plan.WriteDOT(w, res.Plan, res.Graph) }); err != nil {
+		if err := plan.WriteFileAtomic(f.dot, func(w io.Writer) error { return writePlanDOT(w, res, &fusion) }); err != nil {
 			return err
 		}
+	}
+	if err := f.emit(model, res); err != nil {
+		return err
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
 }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
+)
+
+type compareFlags struct {
+	dimFlags
+	cluster    string
+	output     string
+	strategies []string
+	groups     int
+	ilpSeconds float64
+	mode       string
+	optimizer  string
+}
+
+func init() { commands = append(commands, newCompareCmd) }
+
+func newCompareCmd() *cobra.Command {
+	f := &compareFlags{}
+	cmd := &cobra.Command{
+		Use:   "compare MODEL --cluster FILE",
+		Short: "Run every placement strategy on a model and tabulate the results",
+		Long: `compare places MODEL on the cluster with every strategy (` + strings.Join(placer.Names(), ", ") + `),
+simulates each placement and prints one row per strategy: the predicted step,
+its gap to the lower bound, whether it fits, the peak memory of every device,
+the bytes crossing devices and the time the strategy took to place (solve
+times vary from run to run; everything else is deterministic). A strategy that
+fails is a row with its error. Exit 3 when no strategy fits.`,
+		Example: `  opplace compare testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml
+  opplace compare bert.onnx --cluster c.yaml --dim batch=16 --strategy m-etf --strategy heft -o json
+  opplace compare model.onnx --cluster c.yaml --groups 60 --ilp-seconds 30`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCompare(cmd, args[0], f)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.StringArrayVar(&f.strategies, "strategy", nil, "run only this strategy (repeatable; default all)")
+	fl.IntVar(&f.groups, "groups", placer.DefaultILPGroups, "ilp: coarsen the graph to about this many units")
+	fl.Float64Var(&f.ilpSeconds, "ilp-seconds", placer.DefaultILPSeconds, "ilp: Cbc time limit in seconds")
+	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
+	return cmd
+}
+
+func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
+	importOpts, err := f.options()
+	if err != nil {
+		return err
+	}
+	if f.output != "table" && f.output != "json" {
+		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	}
+	if f.groups < 1 || f.ilpSeconds <= 0 {
+		return usageError{fmt.Errorf("--groups and --ilp-seconds must be positive")}
+	}
+	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{
+		Options: pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
+			Mode: f.mode, Optimizer: f.optimizer},
+		Strategies: f.strategies,
+		New: func(name string) (placer.Placer, error) {
+			if name == "ilp" {
+				return &placer.ILP{Groups: f.groups, MaxSeconds: f.ilpSeconds}, nil
+			}
+			return placer.New(name)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if f.output == "json" {
+		for _, w := range c.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(c); err != nil {
+			return err
+		}
+	} else {
+		writeComparison(out, c)
+	}
+	if _, err := c.Best(); err != nil {
+		// The first strategy's error says why, with exit code 3.
+		for _, o := range c.Outcomes() {
+			if o.Err != nil {
+				return o.Err
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// writeComparison prints the table.
+func writeComparison(w io.Writer, c *pipeline.Comparison) {
+	fmt.Fprintf(w, "model:       %s, %s (%d ops; %s)\n", c.Model, c.Mode, c.Ops, c.Groups)
+	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
+	fmt.Fprintf(w, "lower bound: %.3f ms\n\n", c.LowerBoundMS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"strategy", "step ms", "gap", "fits"}
+	for _, d := range c.Devices {
+		head = append(head, d.Name+" peak")
+	}
+	head = append(head, "cross-device", "solve ms")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	var notes []string
+	for _, s := range c.Strategies {
+		row := []string{s.Strategy}
+		if s.PeakMemoryBytes == nil {
+			row = append(row, "-", "-", "failed")
+			for range c.Devices {
+				row = append(row, "-")
+			}
+			row = append(row, "-")
+		} else {
+			fits := "yes"
+			if !s.Fits {
+				fits = "NO"
+			}
+			row = append(row, fmt.Sprintf("%.3f", s.PredictedStepMS), fmt.Sprintf("%+.1f%%", 100*s.Gap), fits)
+			for _, b := range s.PeakMemoryBytes {
+				row = append(row, placer.FormatBytes(b))
+			}
+			row = append(row, placer.FormatBytes(s.CrossDeviceBytes))
+		}
+		row = append(row, fmt.Sprintf("%.1f", s.SolveMS))
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		if s.Error != "" {
+			notes = append(notes, s.Strategy+": "+s.Error)
+		}
+		for _, n := range s.Notes {
+			notes = append(notes, s.Strategy+": "+n)
+		}
+	}
+	tw.Flush()
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	for _, wn := range c.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// comparison mirrors compare's JSON.
+type comparison struct {
+	LowerBoundMS float64 `json:"lower_bound_ms"`
+	Strategies   []struct {
+		Strategy         string  `json:"strategy"`
+		PredictedStepMS  float64 `json:"predicted_step_ms"`
+		Fits             bool    `json:"fits"`
+		PeakMemoryBytes  []int64 `json:"peak_memory_bytes"`
+		CrossDeviceBytes int64   `json:"cross_device_bytes"`
+		SolveMS          float64 `json:"solve_ms"`
+		Error            string  `json:"error"`
+	} `json:"strategies"`
+}
+
+func TestCompareRealModels(t *testing.T) {
+	cases := []struct {
+		model, cluster string
+		flags          []string
+	}{
+		{"resnet50", "4xV100", []string{"--mode", "infer"}},
+		{"resnet50", "4xV100", nil},
+		{"inception_v3", "hetero", []string{"--mode", "infer"}},
+		{"vgg16", "8xA100-2host", []string{"--mode", "infer"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.model+"/"+tc.cluster+strings.Join(tc.flags, ""), func(t *testing.T) {
+			args := append([]string{"compare", filepath.Join(modelDir, tc.model+".onnx"),
+				"--cluster", filepath.Join(clusterDir, tc.cluster+".yaml"), "-o", "json", "--ilp-seconds", "5"}, tc.flags...)
+			code, stdout, stderr := invoke(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var c comparison
+			if err := json.Unmarshal([]byte(stdout), &c); err != nil {
+				t.Fatalf("not JSON: %v", err)
+			}
+			if c.LowerBoundMS <= 0 || len(c.Strategies) != 7 {
+				t.Fatalf("bound %v, %d strategies", c.LowerBoundMS, len(c.Strategies))
+			}
+			steps := map[string]float64{}
+			for _, s := range c.Strategies {
+				if s.Error != "" || !s.Fits {
+					t.Errorf("%s: fits=%v error=%q", s.Strategy, s.Fits, s.Error)
+					continue
+				}
+				if s.PredictedStepMS < c.LowerBoundMS*(1-1e-9) {
+					t.Errorf("%s: step %.3f below the lower bound %.3f", s.Strategy, s.PredictedStepMS, c.LowerBoundMS)
+				}
+				if s.Strategy == "single" && s.CrossDeviceBytes != 0 {
+					t.Errorf("single moves %d bytes between devices", s.CrossDeviceBytes)
+				}
+				steps[s.Strategy] = s.PredictedStepMS
+			}
+			if tc.cluster == "hetero" {
+				// Earliest start sends ops to slow devices; earliest finish
+				// does not: HEFT must beat m-ETF on mixed device types.
+				if steps["heft"] >= steps["m-etf"] {
+					t.Errorf("heft %.3f ms not better than m-etf %.3f ms on mixed devices", steps["heft"], steps["m-etf"])
+				}
+				return
+			}
+			// On equal devices m-ETF is never much worse than the best
+			// single device (Baechi: 466 vs 457 ms).
+			if steps["m-etf"] > 1.1*steps["single"] {
+				t.Errorf("m-etf %.3f ms is over 10%% worse than single %.3f ms", steps["m-etf"], steps["single"])
+			}
+		})
+	}
+}
+
+func TestCompareTable(t *testing.T) {
+	code, stdout, stderr := invoke(t, "compare", filepath.Join(modelDir, "resnet50.onnx"),
+		"--cluster", filepath.Join(clusterDir, "4xV100.yaml"), "--mode", "infer", "--strategy", "single", "--strategy", "m-etf")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"lower bound:", "strategy", "step ms", "gpu3 peak", "cross-device", "single", "m-etf"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestCompareBadInput(t *testing.T) {
+	model := filepath.Join(modelDir, "resnet50.onnx")
+	cl := filepath.Join(clusterDir, "4xV100.yaml")
+	for _, args := range [][]string{
+		{"compare", model, "--cluster", cl, "--strategy", "nope"},
+		{"compare", model, "--cluster", cl, "-o", "yaml"},
+		{"compare", model, "--cluster", cl, "--groups", "0"},
+		{"compare", model},
+	} {
+		if code, _, _ := invoke(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

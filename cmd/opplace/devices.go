@@ -1,0 +1,47 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/tf"
+)
+
+// deviceFlags carry a plan back into the framework: --emit-model writes
+// the input model annotated with each op's device, --respect-devices
+// pins TensorFlow nodes to the devices their device fields name.
+type deviceFlags struct {
+	emitModel      string
+	respectDevices bool
+	deviceTemplate string
+}
+
+func (f *deviceFlags) registerDevices(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.emitModel, "emit-model", "", "write the input model to this file with each op's device (TensorFlow: node device fields; ONNX: metadata_props)")
+	fl.BoolVar(&f.respectDevices, "respect-devices", false, "pin TensorFlow nodes whose device field names a cluster device (see --device-template)")
+	fl.StringVar(&f.deviceTemplate, "device-template", tf.DefaultTemplate,
+		"TensorFlow device string of a cluster device; placeholders {task} (host index), {host}, {kind} (GPU or CPU), {index} (within host and kind), {name}, {type}")
+}
+
+// apply checks the template and passes the flags to the pipeline, which
+// resolves device fields once it has loaded the cluster.
+func (f *deviceFlags) apply(opts *pipeline.Options) error {
+	if err := tf.CheckTemplate(f.deviceTemplate); err != nil {
+		return usageError{err}
+	}
+	opts.RespectDevices, opts.DeviceTemplate = f.respectDevices, f.deviceTemplate
+	return nil
+}
+
+// emit writes the annotated model when --emit-model is given.
+func (f *deviceFlags) emit(model string, res *pipeline.Result) error {
+	if f.emitModel == "" {
+		return nil
+	}
+	placement := make(map[string]string, len(res.Plan.Ops))
+	for _, op := range res.Plan.Ops {
+		placement[op.Name] = op.Device
+	}
+	return tf.EmitModel(model, f.emitModel, placement, res.Cluster, f.deviceTemplate)
+}

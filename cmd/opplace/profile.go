@@ -1,0 +1,464 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/profile"
+)
+
+type profileFlags struct {
+	dimFlags
+	device     string
+	deviceType string
+	importFile string
+	from       string
+	cluster    string
+	out        string
+	clusterOut string
+	report     bool
+	runs       int
+	warmup     int
+	maxTime    time.Duration
+}
+
+func init() { commands = append(commands, newProfileCmd) }
+
+func newProfileCmd() *cobra.Command {
+	f := &profileFlags{}
+	cmd := &cobra.Command{
+		Use:   "profile MODEL",
+		Short: "Measure or import per-operator times and calibrate the cost model",
+		Long: `profile makes a profile of MODEL's operators: measured times that
+'opplace plan --profile FILE' uses instead of the roofline estimate on the
+device type they were measured on, plus a roofline calibrated to them for the
+ops that were not measured.
+
+Measuring (--device cpu, the default) runs each distinct operator (same type,
+shapes and attributes) on this machine's CPU with gorgonia kernels: warm-up
+runs, then timed runs; the profile keeps the median, 10th and 90th percentile.
+Ops gorgonia cannot run are listed and keep the model's estimate. The CPU's
+roofline (peak FLOP/s from a GEMM, bandwidth from a copy loop, launch overhead
+from the smallest op) is measured too and stored as device type local-cpu
+(--device-type renames it); --cluster-out writes a one-device cluster file of
+it. Use a small batch (--batch, --dim, --shape): every op runs on one core
+pair, so a batch-32 ResNet takes minutes, batch 1 seconds.
+
+Importing (--import TRACE) reads an ONNX Runtime profiling JSON
+(SessionOptions.enable_profiling) or a Chrome trace with one annotation per
+node (torch.profiler with record_function(node_name)), maps events to ops by
+node name and reports names that match none. --device-type names the device
+the trace ran on; its roofline comes from --cluster FILE or a preset.
+
+Either way the roofline is calibrated to the measurements (per op family:
+achieved fraction of peak FLOP/s and bandwidth plus a fixed overhead, fitted by
+least squares) and --report prints the error before and after. --from FILE
+re-reads a profile instead of measuring.
+
+Without --out the profile goes to stdout (and the summary to stderr).`,
+		Example: `  # Measure ResNet-50 at batch 1 on this CPU, with a cluster file for it
+  opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --out resnet50.cpu.json --cluster-out cpu.yaml --report
+
+  # Import an ONNX Runtime profile taken on a V100
+  opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
+      --device-type V100-16GB --out resnet50.v100.json
+
+  # Plan with the measured times
+  opplace plan testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --cluster cpu.yaml --profile resnet50.cpu.json --mode infer`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runProfile(cmd, args[0], f)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.device, "device", "cpu", "device to measure on (cpu: this machine's CPU)")
+	fl.StringVar(&f.deviceType, "device-type", "", "device type the times are for (default local-cpu when measuring; required with --import)")
+	fl.StringVar(&f.importFile, "import", "", "import this ONNX Runtime profile or Chrome trace instead of measuring")
+	fl.StringVar(&f.from, "from", "", "read this profile instead of measuring (to re-calibrate or --report)")
+	fl.StringVar(&f.cluster, "cluster", "", "cluster file whose device type --device-type names (for --import's roofline)")
+	fl.StringVarP(&f.out, "out", "o", "", "write the profile to this file (default stdout)")
+	fl.StringVar(&f.clusterOut, "cluster-out", "", "write a one-device cluster file of the measured CPU")
+	fl.BoolVar(&f.report, "report", false, "print measured vs predicted error before and after calibration, and the whole-graph check")
+	fl.IntVar(&f.runs, "runs", 10, "timed runs per distinct op (fewer for ops slower than 250ms; at least 3)")
+	fl.IntVar(&f.warmup, "warmup", 2, "untimed warm-up runs per distinct op")
+	fl.DurationVar(&f.maxTime, "max-time", 0, "stop measuring after this long (e.g. 60s); ops not reached keep the model's estimate")
+	return cmd
+}
+
+func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
+	importOpts, err := f.options()
+	if err != nil {
+		return err
+	}
+	sources := 0
+	for _, s := range []string{f.importFile, f.from} {
+		if s != "" {
+			sources++
+		}
+	}
+	switch {
+	case sources > 1:
+		return usageError{errors.New("--import and --from exclude each other")}
+	case f.device != "cpu":
+		return usageError{fmt.Errorf("--device %q: only cpu (this machine) can be measured; import other devices' traces with --import", f.device)}
+	case f.importFile != "" && f.deviceType == "":
+		return usageError{errors.New("--import needs --device-type NAME: the device type the trace ran on (a preset such as V100-16GB, or a type of --cluster)")}
+	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0:
+		return usageError{errors.New("--runs must be at least 1, --warmup and --max-time non-negative")}
+	case f.clusterOut != "" && (f.importFile != "" || f.from != ""):
+		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
+	}
+	m, err := pipeline.LoadModel(modelPath, importOpts)
+	if err != nil {
+		return err
+	}
+	g := m.Graph
+	stderr := cmd.ErrOrStderr()
+	summary := stderr
+	if f.out != "" {
+		summary = cmd.OutOrStdout()
+	}
+
+	var p *profile.Profile
+	dtName := f.deviceType
+	switch {
+	case f.from != "":
+		if p, err = profile.Load(f.from); err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		if dtName == "" && len(p.DeviceTypes) > 0 {
+			dtName = p.DeviceTypes[0].Name
+		}
+	case f.importFile != "":
+		dt, err := traceDeviceType(f.deviceType, f.cluster)
+		if err != nil {
+			return err
+		}
+		res, err := profile.Import(f.importFile, g, dt)
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		p = res.Profile
+		fmt.Fprintf(summary, "imported %s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
+			f.importFile, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
+		if n := len(p.Unmatched); n > 0 {
+			fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
+		}
+	default:
+		if dtName == "" {
+			dtName = profile.DefaultCPUType
+		}
+		res, err := profile.Measure(cmd.Context(), g, profile.MeasureOptions{
+			DeviceType: dtName, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime,
+			Progress: newProgress(stderr),
+		})
+		if err != nil {
+			return err
+		}
+		p = res.Profile
+		dt := p.DeviceType(dtName)
+		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s, bandwidth %.3g B/s, launch %.3g us\n",
+			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
+		if res.TimedOut > 0 {
+			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)
+		}
+		for _, u := range p.Unsupported {
+			fmt.Fprintf(summary, "not measured: %d %s ops (%s)\n", u.Count, u.Type, u.Reason)
+		}
+	}
+	p.Model = modelPath
+	if p.DeviceType(dtName) == nil {
+		return &pipeline.InputError{Err: fmt.Errorf("%s: the profile has no device type %q", f.from, dtName)}
+	}
+	cal, err := profile.Calibrate(p, g, dtName)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: not calibrated: %v\n", err)
+	} else {
+		fmt.Fprintf(summary, "calibration on %d distinct ops: median relative error %.1f%% -> %.1f%%, p90 %.1f%% -> %.1f%%\n",
+			cal.After.Samples, 100*cal.Before.MedianRelErr, 100*cal.After.MedianRelErr, 100*cal.Before.P90RelErr, 100*cal.After.P90RelErr)
+	}
+	if f.report {
+		if err := writeReport(cmd.Context(), summary, p, g, dtName); err != nil {
+			return err
+		}
+	}
+	p.Sort()
+	if f.clusterOut != "" {
+		dt := p.DeviceType(dtName)
+		if err := plan.WriteFileAtomic(f.clusterOut, func(w io.Writer) error { return writeCPUCluster(w, dt) }); err != nil {
+			return err
+		}
+	}
+	if f.out == "" {
+		return p.Write(cmd.OutOrStdout())
+	}
+	return plan.WriteFileAtomic(f.out, p.Write)
+}
+
+// traceDeviceType finds the roofline of the device an imported trace ran
+// on: a device type of the cluster file, else a preset.
+func traceDeviceType(name, clusterPath string) (profile.DeviceType, error) {
+	var dt *cluster.DeviceType
+	if clusterPath != "" {
+		c, err := cluster.Load(clusterPath)
+		if err != nil {
+			return profile.DeviceType{}, &pipeline.InputError{Err: err}
+		}
+		for i := range c.Devices {
+			if c.Devices[i].Type.Name == name {
+				dt = c.Devices[i].Type
+				break
+			}
+		}
+		if dt == nil {
+			return profile.DeviceType{}, usageError{fmt.Errorf("--device-type %q: cluster %s has no device of that type", name, clusterPath)}
+		}
+	} else {
+		p, ok := cluster.Preset(name)
+		if !ok {
+			return profile.DeviceType{}, usageError{fmt.Errorf("--device-type %q is no preset (%s); pass --cluster FILE that defines it", name, strings.Join(cluster.PresetNames(), ", "))}
+		}
+		dt = p
+	}
+	return profile.DeviceType{
+		Name: name, PeakFLOPS: dt.FLOPS(graph.Float32), MemoryBandwidth: dt.MemoryBandwidth,
+		LaunchOverhead: dt.LaunchOverhead, Memory: dt.Memory,
+	}, nil
+}
+
+// writeReport prints the calibration per family, the ops predicted worst
+// after calibration, and the whole-graph check: the sum of measured op
+// times against the simulator's one-device step with the roofline, the
+// calibrated roofline and the measured profile.
+func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.Graph, dtName string) error {
+	dt := p.DeviceType(dtName)
+	var b bytes.Buffer
+	if c := dt.Calibration; c != nil {
+		fmt.Fprintf(&b, "\nfamily        ops  compute eff  memory eff  overhead\n")
+		for _, f := range c.Families {
+			fmt.Fprintf(&b, "%-12s %4d  %11.3f  %10.3f  %7.1fus\n", f.Family, f.Samples, f.ComputeEfficiency, f.MemoryEfficiency, f.OverheadS*1e6)
+		}
+		fmt.Fprintf(&b, "\nrelative error   median    p90   (%d distinct ops)\n", c.Before.Samples)
+		fmt.Fprintf(&b, "roofline        %6.1f%% %6.1f%%\n", 100*c.Before.MedianRelErr, 100*c.Before.P90RelErr)
+		fmt.Fprintf(&b, "calibrated      %6.1f%% %6.1f%%\n", 100*c.After.MedianRelErr, 100*c.After.P90RelErr)
+		samples := profile.Samples(p, g, dt)
+		slices.SortStableFunc(samples, func(x, y profile.Sample) int {
+			ex := relErr(c.Fit(x.Family), x)
+			ey := relErr(c.Fit(y.Family), y)
+			switch {
+			case ex > ey:
+				return -1
+			case ex < ey:
+				return 1
+			}
+			return 0
+		})
+		fmt.Fprintf(&b, "\nworst predicted after calibration:\n")
+		for _, s := range samples[:min(5, len(samples))] {
+			pred := predictSample(c.Fit(s.Family), s)
+			fmt.Fprintf(&b, "  %-48s %-11s measured %9.3f ms  roofline %9.3f ms  calibrated %9.3f ms\n",
+				s.Name, s.Family, s.Measured*1e3, s.Default*1e3, pred*1e3)
+		}
+	}
+	// Whole graph, one device of this type: the simulator runs the ops
+	// one after another, so its step is the sum of the model's op times.
+	var measured float64
+	nMeasured := 0
+	seen := map[string]bool{}
+	for _, ms := range p.Ops {
+		if ms.DeviceType == dtName && !seen[ms.Name] {
+			if _, ok := g.OpByName(ms.Name); ok {
+				seen[ms.Name] = true
+				measured += ms.MedianMS
+				nMeasured++
+			}
+		}
+	}
+	c := oneDeviceCluster(dt)
+	uncal := *p
+	uncal.DeviceTypes = slices.Clone(p.DeviceTypes)
+	for i := range uncal.DeviceTypes {
+		uncal.DeviceTypes[i].Calibration = nil
+	}
+	uncal.Ops = nil
+	calOnly := *p
+	calOnly.Ops = nil
+	fmt.Fprintf(&b, "\nwhole graph on one %s (%d ops, %d measured): sum of measured op times %.3f ms\n", dtName, len(g.Ops), nMeasured, measured)
+	for _, row := range []struct {
+		name  string
+		model cost.Model
+	}{
+		{"roofline", cost.Roofline{}},
+		{"calibrated roofline", profile.NewModel(&calOnly, nil)},
+		{"profile (measured + calibrated)", profile.NewModel(p, nil)},
+	} {
+		step := simulateOne(g, c, row.model)
+		fmt.Fprintf(&b, "  simulated step, %-32s %10.3f ms (%+.1f%% vs measured sum)\n", row.name+":", step*1e3, 100*(step*1e3/measured-1))
+	}
+	_ = ctx
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func relErr(f *profile.FamilyFit, s profile.Sample) float64 {
+	d := predictSample(f, s) - s.Measured
+	if d < 0 {
+		d = -d
+	}
+	return d / s.Measured
+}
+
+func predictSample(f *profile.FamilyFit, s profile.Sample) float64 {
+	return max(s.Compute/f.ComputeEfficiency, s.Memory/f.MemoryEfficiency) + f.OverheadS
+}
+
+// oneDeviceCluster is a cluster of a single device of the profile's type.
+func oneDeviceCluster(dt *profile.DeviceType) *cluster.Cluster {
+	t := dt.Cluster()
+	mem := dt.Memory
+	if mem <= 0 {
+		mem = 1 << 50
+	}
+	return &cluster.Cluster{
+		Name:    dt.Name,
+		Hosts:   []cluster.Host{{Name: "local", Intra: cluster.Link{Kind: "local", Bandwidth: dt.MemoryBandwidth}}},
+		Devices: []cluster.Device{{Name: "cpu0", Type: t, Memory: mem}},
+	}
+}
+
+// simulateOne is the simulated step of g on c's single device.
+func simulateOne(g *graph.Graph, c *cluster.Cluster, m cost.Model) float64 {
+	// The sum of op times in topological order is what the simulator
+	// gives on one device; the pipeline is used to get exactly its
+	// answer.
+	var s float64
+	t := cost.NewTable(g, c, m)
+	for i := range g.Ops {
+		s += t.OpTime(graph.OpID(i), 0)
+	}
+	return s
+}
+
+// writeCPUCluster writes a one-host, one-device cluster file of the
+// measured CPU.
+func writeCPUCluster(w io.Writer, dt *profile.DeviceType) error {
+	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
+# peak_flops is a 512x512 float32 GEMM through gorgonia (gonum BLAS),
+# memory_bandwidth a 64 MiB copy (read + write), launch_overhead the median
+# run of a one-element op.
+name: %s
+device_types:
+  - name: %s
+    peak_flops: {float32: %g}
+    memory_bandwidth: %gB/s
+    launch_overhead: %gus
+    memory: %dB
+hosts:
+  - name: local
+    intra: {kind: memory, bandwidth: %gB/s, latency: 0us}
+devices:
+  - {name: cpu0, type: %s, host: local}
+`, dt.Description, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), dt.MemoryBandwidth, dt.Name)
+	return err
+}
+
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(", ... (%d more)", len(names)-n)
+}
+
+// loadProfileModel is the cost model of plan --profile FILE: measured
+// times for the device types the profile has, calibrated roofline for its
+// unmeasured ops, the roofline elsewhere.
+func loadProfileModel(path string) (cost.Model, error) {
+	if path == "" {
+		return nil, nil
+	}
+	p, err := profile.Load(path)
+	if err != nil {
+		return nil, &pipeline.InputError{Err: err}
+	}
+	return profile.NewModel(p, nil), nil
+}
+
+// progress reports measuring progress: a bar on a terminal, a line per op
+// otherwise.
+func newProgress(w io.Writer) func(done, total int, op string) {
+	start := time.Now()
+	isTTY := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			isTTY = true
+		}
+	}
+	return func(done, total int, op string) {
+		eta := ""
+		if done > 0 {
+			left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
+			eta = " ETA " + left.Round(time.Second).String()
+		}
+		if isTTY {
+			width := 30
+			filled := width * done / max(total, 1)
+			fmt.Fprintf(w, "\r[%s%s] %d/%d%s %-50.50s", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total, eta, op)
+			if done == total {
+				fmt.Fprintln(w)
+			}
+			return
+		}
+		if done < total {
+			fmt.Fprintf(w, "profile: %d/%d%s %s\n", done+1, total, eta, op)
+		}
+	}
+}
+
+// printFusion says what the fuse stage did, for plan -v.
+func printFusion(w io.Writer, r *pipeline.FusionReport) {
+	if r.Mode == "" {
+		return
+	}
+	fmt.Fprintf(w, "fusion %s: %d ops -> %d", r.Mode, r.OpsBefore, r.OpsAfter)
+	for _, p := range r.Passes {
+		fmt.Fprintf(w, ", %s merged %d", p.Pass, p.Merged)
+	}
+	fmt.Fprintln(w)
+}
+
+// writePlanDOT draws the plan, with fused groups as clusters when the
+// plan was made on a fused graph.
+func writePlanDOT(w io.Writer, res *pipeline.Result, r *pipeline.FusionReport) error {
+	if r.Coarse == nil {
+		return plan.WriteDOT(w, res.Plan, res.Graph)
+	}
+	var groups [][]string
+	for k, members := range r.Coarse.Members {
+		if len(members) < 2 {
+			continue
+		}
+		names := []string{r.Coarse.Graph.Ops[k].Name}
+		for _, m := range members {
+			names = append(names, r.Coarse.Fine.Ops[m].Name)
+		}
+		groups = append(groups, names)
+	}
+	return plan.WriteFusedDOT(w, res.Plan, res.Graph, groups)
+}

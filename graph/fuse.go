@@ -1,0 +1,371 @@
+package graph
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Fuser builds a fusion of a graph: a Grouping of its ops into fused
+// kernels, merged one pair of groups at a time. It keeps the quotient
+// graph (one node per group, an edge where any member of one group feeds
+// any member of another) and a topological order of it, and refuses a
+// merge that would make the quotient cyclic or join ops under different
+// Colocate keys or Device pins. Fusion passes decide what to merge; the
+// Fuser guarantees that whatever they merge stays schedulable.
+//
+// Group IDs are the Grouping's representatives (a group's smallest op
+// ID).
+type Fuser struct {
+	g      *Graph
+	groups *Grouping
+	// succ and pred are the quotient edges of each live representative,
+	// sorted ascending.
+	succ, pred [][]OpID
+	// order is a topological order of the live groups, with tombstones
+	// (-1) where merged groups were; pos is each group's index in it.
+	order []OpID
+	pos   []int32
+	// members lists each live group's ops, ascending; anchors and opaque
+	// count its anchor ops (Conv, MatMul, ...) and its ops no pass may
+	// fuse vertically.
+	members         [][]OpID
+	anchors, opaque []int32
+	// stamp and gen mark DFS visits without clearing an array per merge.
+	stamp []uint32
+	gen   uint32
+}
+
+// NewFuser starts a fusion of g with every op in its own group. It fails
+// only on a cyclic graph.
+func NewFuser(g *Graph, adj *Adjacency) (*Fuser, error) {
+	order, err := g.TopoOrder(adj)
+	if err != nil {
+		return nil, err
+	}
+	n := len(g.Ops)
+	f := &Fuser{
+		g: g, groups: NewGrouping(n),
+		succ: make([][]OpID, n), pred: make([][]OpID, n),
+		order: order, pos: make([]int32, n), stamp: make([]uint32, n),
+		members: make([][]OpID, n), anchors: make([]int32, n), opaque: make([]int32, n),
+	}
+	for i, op := range order {
+		f.pos[op] = int32(i)
+	}
+	for i := range g.Ops {
+		f.succ[i] = slices.Clone(adj.Succs(OpID(i)))
+		f.pred[i] = slices.Clone(adj.Preds(OpID(i)))
+		f.members[i] = []OpID{OpID(i)}
+		if IsAnchorOp(g.Ops[i].Type) {
+			f.anchors[i] = 1
+		}
+		if !fusible(g.Ops[i].Type) {
+			f.opaque[i] = 1
+		}
+	}
+	return f, nil
+}
+
+// Graph is the graph being fused.
+func (f *Fuser) Graph() *Graph { return f.g }
+
+// Grouping is the fusion so far.
+func (f *Fuser) Grouping() *Grouping { return f.groups }
+
+// Find is the group of op.
+func (f *Fuser) Find(op OpID) OpID { return f.groups.Find(op) }
+
+// Succs lists the groups group feeds, ascending. The slice must not be
+// modified and is invalidated by Merge.
+func (f *Fuser) Succs(group OpID) []OpID { return f.succ[f.groups.Find(group)] }
+
+// Preds lists the groups feeding group, ascending. The slice must not be
+// modified and is invalidated by Merge.
+func (f *Fuser) Preds(group OpID) []OpID { return f.pred[f.groups.Find(group)] }
+
+// Anchors is the number of anchor ops (IsAnchorOp) in op's group.
+func (f *Fuser) Anchors(op OpID) int { return int(f.anchors[f.groups.Find(op)]) }
+
+// Opaque is the number of ops in op's group that vertical fusion may not
+// merge (neither anchor, elementwise nor view ops).
+func (f *Fuser) Opaque(op OpID) int { return int(f.opaque[f.groups.Find(op)]) }
+
+// Members lists the ops of op's group, ascending. The slice must not be
+// modified and is invalidated by Merge.
+func (f *Fuser) Members(op OpID) []OpID { return f.members[f.groups.Find(op)] }
+
+// Order is the live groups in a topological order of the quotient graph.
+func (f *Fuser) Order() []OpID {
+	out := make([]OpID, 0, len(f.order))
+	for _, r := range f.order {
+		if r >= 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// CanMerge reports whether the groups of a and b may become one: they are
+// apart, their ops share Colocate key and Device pin, and no path between
+// them passes through a third group (which would become a cycle).
+func (f *Fuser) CanMerge(a, b OpID) bool {
+	ra, rb := f.groups.Find(a), f.groups.Find(b)
+	if ra == rb || !f.compatible(ra, rb) {
+		return false
+	}
+	if f.pos[ra] > f.pos[rb] {
+		ra, rb = rb, ra
+	}
+	_, ok := f.window(ra, rb)
+	return ok
+}
+
+// compatible checks the placement constraints: a fused kernel runs on one
+// device, so its ops must agree on where they may go. Every member of a
+// group shares its representative's constraints.
+func (f *Fuser) compatible(ra, rb OpID) bool {
+	x, y := &f.g.Ops[ra], &f.g.Ops[rb]
+	return x.Colocate == y.Colocate && x.Device == y.Device
+}
+
+// window returns the groups strictly between x and y in the order that
+// are reachable from x, and whether y is unreachable from x except by a
+// direct edge. pos[x] < pos[y]; any path from x to y visits only groups
+// ordered between them, so the search stays inside that window.
+func (f *Fuser) window(x, y OpID) ([]OpID, bool) {
+	f.gen++
+	if f.gen == 0 { // wrapped: clear old marks
+		clear(f.stamp)
+		f.gen = 1
+	}
+	limit := f.pos[y]
+	var reached []OpID
+	stack := []OpID{}
+	for _, s := range f.succ[x] {
+		if s != y && f.pos[s] < limit && f.stamp[s] != f.gen {
+			f.stamp[s] = f.gen
+			stack = append(stack, s)
+		}
+	}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		reached = append(reached, v)
+		for _, s := range f.succ[v] {
+			if s == y {
+				return nil, false
+			}
+			if f.pos[s] < limit && f.stamp[s] != f.gen {
+				f.stamp[s] = f.gen
+				stack = append(stack, s)
+			}
+		}
+	}
+	return reached, true
+}
+
+// Merge joins the groups of a and b if CanMerge allows it and reports
+// whether it did.
+func (f *Fuser) Merge(a, b OpID) bool {
+	ra, rb := f.groups.Find(a), f.groups.Find(b)
+	if ra == rb || !f.compatible(ra, rb) {
+		return false
+	}
+	x, y := ra, rb
+	if f.pos[x] > f.pos[y] {
+		x, y = y, x
+	}
+	if _, ok := f.window(x, y); !ok {
+		return false
+	}
+	// Reorder the window: groups between x and y that x reaches go after
+	// the merged group, the rest before it. No group is both reached from
+	// x and reaching y (that path was just ruled out), so y's
+	// predecessors land before and x's successors after.
+	px, py := f.pos[x], f.pos[y]
+	var before, after []OpID
+	for i := px + 1; i < py; i++ {
+		v := f.order[i]
+		if v < 0 {
+			continue
+		}
+		if f.stamp[v] == f.gen {
+			after = append(after, v)
+		} else {
+			before = append(before, v)
+		}
+	}
+	f.groups.Union(x, y)
+	r := f.groups.Find(x)
+	gone := x
+	if r == x {
+		gone = y
+	}
+	i := px
+	for _, v := range before {
+		f.order[i], f.pos[v] = v, i
+		i++
+	}
+	f.order[i], f.pos[r] = r, i
+	i++
+	for _, v := range after {
+		f.order[i], f.pos[v] = v, i
+		i++
+	}
+	for ; i <= py; i++ {
+		f.order[i] = -1
+	}
+
+	// Quotient edges: the union of both groups' edges less the ones
+	// between them, and every neighbour's reference to the vanished
+	// representative renamed.
+	succ := mergeSorted(f.succ[x], f.succ[y], x, y)
+	pred := mergeSorted(f.pred[x], f.pred[y], x, y)
+	for _, s := range f.succ[gone] {
+		if s != r {
+			f.pred[s] = rename(f.pred[s], gone, r)
+		}
+	}
+	for _, p := range f.pred[gone] {
+		if p != r {
+			f.succ[p] = rename(f.succ[p], gone, r)
+		}
+	}
+	f.succ[r], f.pred[r] = succ, pred
+	f.succ[gone], f.pred[gone] = nil, nil
+	f.anchors[r] = f.anchors[x] + f.anchors[y]
+	f.opaque[r] = f.opaque[x] + f.opaque[y]
+	m := append(f.members[x], f.members[y]...)
+	slices.Sort(m)
+	f.members[r], f.members[gone] = m, nil
+	return true
+}
+
+// mergeSorted unions two ascending lists, dropping x and y.
+func mergeSorted(a, b []OpID, x, y OpID) []OpID {
+	out := make([]OpID, 0, len(a)+len(b))
+	for _, v := range a {
+		if v != x && v != y {
+			out = append(out, v)
+		}
+	}
+	for _, v := range b {
+		if v != x && v != y {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// rename replaces from by to in an ascending list, keeping it ascending
+// and free of duplicates.
+func rename(s []OpID, from, to OpID) []OpID {
+	out := s[:0]
+	for _, v := range s {
+		if v != from {
+			out = append(out, v)
+		}
+	}
+	if i, found := slices.BinarySearch(out, to); !found {
+		out = slices.Insert(out, i, to)
+	}
+	return out
+}
+
+// FusionPass is one named fusion rule. Run merges groups through the
+// Fuser and returns how many merges it made (each merge removes one op
+// from the fused graph).
+type FusionPass struct {
+	Name    string
+	Summary string
+	Run     func(f *Fuser) int
+}
+
+var (
+	fusionMu     sync.RWMutex
+	fusionPasses = map[string]FusionPass{}
+	fusionModes  = map[string][]string{"none": nil}
+)
+
+// RegisterFusionPass adds a pass; a duplicate name panics (a programming
+// error caught at init).
+func RegisterFusionPass(p FusionPass) {
+	fusionMu.Lock()
+	defer fusionMu.Unlock()
+	if _, dup := fusionPasses[p.Name]; dup {
+		panic("graph: duplicate fusion pass " + p.Name)
+	}
+	fusionPasses[p.Name] = p
+}
+
+// RegisterFusionMode names a sequence of passes, run in order.
+func RegisterFusionMode(name string, passes ...string) {
+	fusionMu.Lock()
+	defer fusionMu.Unlock()
+	if _, dup := fusionModes[name]; dup {
+		panic("graph: duplicate fusion mode " + name)
+	}
+	fusionModes[name] = passes
+}
+
+// FusionModes lists the registered modes, sorted.
+func FusionModes() []string {
+	fusionMu.RLock()
+	defer fusionMu.RUnlock()
+	names := make([]string, 0, len(fusionModes))
+	for n := range fusionModes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PassResult is what one pass did.
+type PassResult struct {
+	Pass   string
+	Merged int
+}
+
+// Fusion is the outcome of a fusion mode on a graph.
+type Fusion struct {
+	Mode   string
+	Groups *Grouping
+	Passes []PassResult
+}
+
+// Merged is the total number of merges, the number of ops the fused graph
+// has fewer than the original.
+func (fu *Fusion) Merged() int {
+	n := 0
+	for _, p := range fu.Passes {
+		n += p.Merged
+	}
+	return n
+}
+
+// Fuse runs the passes of a registered mode on g.
+func Fuse(g *Graph, adj *Adjacency, mode string) (*Fusion, error) {
+	fusionMu.RLock()
+	names, ok := fusionModes[mode]
+	passes := make([]FusionPass, len(names))
+	for i, n := range names {
+		passes[i], ok = fusionPasses[n], ok && fusionPasses[n].Run != nil
+	}
+	fusionMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown fusion mode %q: use one of %s", mode, strings.Join(FusionModes(), ", "))
+	}
+	f, err := NewFuser(g, adj)
+	if err != nil {
+		return nil, err
+	}
+	fu := &Fusion{Mode: mode, Groups: f.groups}
+	for _, p := range passes {
+		fu.Passes = append(fu.Passes, PassResult{Pass: p.Name, Merged: p.Run(f)})
+	}
+	return fu, nil
+}

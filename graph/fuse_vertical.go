@@ -1,0 +1,87 @@
+package graph
+
+func init() {
+	RegisterFusionPass(FusionPass{
+		Name:    "vertical",
+		Summary: "fuse producer-consumer chains: an anchor (Conv, MatMul, Gemm) with its elementwise epilogue (BatchNorm, bias Add, ReLU, GELU), and runs of elementwise ops",
+		Run:     fuseVertical,
+	})
+	RegisterFusionMode("vertical", "vertical")
+}
+
+// fuseVertical merges a group into a consumer group when the tensors
+// between them stop travelling through memory: every such tensor is read
+// only inside the merged group and is not a graph output. Both groups must
+// hold only anchor, elementwise and view ops, and together at most one
+// anchor (a kernel has one main loop nest; two convolutions in a row stay
+// two kernels).
+//
+// Consumers are visited in topological order, so a chain grows from its
+// head; each consumer retries its producers until none merges, which
+// catches an expanded GELU whose first input is read twice inside the
+// chain (x * 0.5 * (1 + erf(x / sqrt 2))).
+func fuseVertical(f *Fuser) int {
+	g := f.Graph()
+	adj := g.BuildAdjacency()
+	order, err := g.TopoOrder(adj)
+	if err != nil {
+		return 0 // NewFuser already rejected cyclic graphs
+	}
+	isOutput := make([]bool, len(g.Tensors))
+	for _, t := range g.Outputs {
+		isOutput[t] = true
+	}
+	merged := 0
+	var preds []OpID
+	for _, v := range order {
+		if t := g.Ops[v].Type; !IsElementwiseOp(t) && !IsViewOp(t) {
+			continue
+		}
+		for changed := true; changed; {
+			changed = false
+			c := f.Find(v)
+			preds = append(preds[:0], f.Preds(c)...)
+			for _, p := range preds {
+				if verticalOK(f, isOutput, p, c) && f.Merge(p, c) {
+					merged++
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return merged
+}
+
+// verticalOK checks the fusion rule for producer group p and consumer
+// group c (CanMerge's cycle and constraint checks come after).
+func verticalOK(f *Fuser, isOutput []bool, p, c OpID) bool {
+	if f.Opaque(p)+f.Opaque(c) > 0 || f.Anchors(p)+f.Anchors(c) > 1 {
+		return false
+	}
+	g := f.Graph()
+	rp, rc := f.Find(p), f.Find(c)
+	linked := false
+	for _, m := range f.Members(rp) {
+		for _, t := range g.Ops[m].Outputs {
+			reads, inside := false, true
+			for _, u := range g.Tensors[t].Consumers {
+				switch f.Find(u) {
+				case rc:
+					reads = true
+				case rp:
+				default:
+					inside = false
+				}
+			}
+			if !reads {
+				continue
+			}
+			if !inside || isOutput[t] {
+				return false
+			}
+			linked = true
+		}
+	}
+	return linked
+}

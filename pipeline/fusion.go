@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/plan"
+)
+
+// FusionNone leaves the graph as imported.
+const FusionNone = "none"
+
+// FusionAuto is FusionHybrid, except for a model file that carries its
+// own measured op times (a costed graph) and no cost model overrides
+// them: those times describe the ops as the runtime ran them, already
+// fused or not, so re-pricing fused groups would count fusion twice.
+const FusionAuto = "auto"
+
+// FusionHybrid runs vertical then horizontal fusion.
+const FusionHybrid = "hybrid"
+
+// FusionReport is what the fuse stage did.
+type FusionReport struct {
+	Mode string
+	// OpsBefore and OpsAfter count the ops placement saw without and with
+	// fusion.
+	OpsBefore, OpsAfter int
+	// Passes says how many merges each pass made.
+	Passes []graph.PassResult
+	// Coarse is the fused graph and its map to the original ops; nil for
+	// FusionNone.
+	Coarse *graph.Coarse
+}
+
+// fusedState carries the fusion from the fuse stage to assemble, which
+// expands the plan back to the original ops.
+type fusedState struct {
+	coarse *graph.Coarse
+}
+
+// fuseGraph runs the fusion mode of Options.Fusion and replaces the graph
+// that costing and placement see by the fused one, whose ops are the fused
+// groups. The cost model is wrapped so a fused op is priced from its
+// members (see fusedCosts), and assemble lists every original op again.
+func fuseGraph(_ context.Context, r *run) error {
+	mode := r.opts.Fusion
+	switch {
+	case mode == "":
+		mode = FusionNone
+	case mode == FusionAuto && r.model.Costs != nil && r.opts.CostModel == nil:
+		mode = FusionNone
+	case mode == FusionAuto:
+		mode = FusionHybrid
+	}
+	g := r.model.Graph
+	rep := r.opts.FusionReport
+	if rep != nil {
+		*rep = FusionReport{Mode: mode, OpsBefore: len(g.Ops), OpsAfter: len(g.Ops)}
+	}
+	if mode == FusionNone {
+		return nil
+	}
+	fu, err := graph.Fuse(g, g.BuildAdjacency(), mode)
+	if err != nil {
+		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	c, err := graph.Coarsen(g, fu.Groups)
+	if err != nil {
+		return fmt.Errorf("%s: fusion %s: %w", r.opts.ModelPath, mode, err)
+	}
+	base := r.opts.CostModel
+	switch {
+	case base != nil:
+	case r.model.Costs != nil:
+		base = r.model.Costs
+	default:
+		base = cost.Roofline{}
+	}
+	r.opts.CostModel = FusedCosts(c, base)
+	m := *r.model
+	m.Graph = c.Graph
+	r.model = &m
+	r.opts.fused = &fusedState{coarse: c}
+	if rep != nil {
+		rep.OpsAfter, rep.Passes, rep.Coarse = len(c.Graph.Ops), fu.Passes, c
+	}
+	return nil
+}
+
+// FusedCosts prices the ops of a fused graph from a model of the original
+// graph. A group of one op costs what fine says. A group of several costs
+// the sum of its members' times scaled by what fusing saves under the
+// roofline: sum × roofline(group) / Σ roofline(member). The roofline of a
+// group charges its summed FLOPs, only the bytes that cross its boundary
+// and one launch, so with fine = the roofline the group costs exactly
+// roofline(group); with measured member times the measured total shrinks
+// by the predicted share of saved traffic and launches.
+func FusedCosts(c *graph.Coarse, fine cost.Model) cost.Model {
+	return fusedCosts{c: c, fine: fine, roof: cost.Roofline{}}
+}
+
+type fusedCosts struct {
+	c    *graph.Coarse
+	fine cost.Model
+	roof cost.Roofline
+}
+
+func (m fusedCosts) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64 {
+	if g != m.c.Graph {
+		return m.fine.OpTime(g, op, dt)
+	}
+	members := m.c.Members[op]
+	if len(members) == 1 {
+		return m.fine.OpTime(m.c.Fine, members[0], dt)
+	}
+	var sum, roofSum float64
+	for _, f := range members {
+		sum += m.fine.OpTime(m.c.Fine, f, dt)
+		roofSum += m.roof.OpTime(m.c.Fine, f, dt)
+	}
+	fused := m.roof.OpTime(g, op, dt)
+	switch {
+	case math.IsInf(sum, 1):
+		return sum
+	case sum == roofSum || roofSum <= 0:
+		// The fine model is the roofline (or prices every member at zero).
+		if sum == roofSum {
+			return fused
+		}
+		return sum
+	}
+	return sum * fused / roofSum
+}
+
+// expandFusion turns the plan of a fused graph back into one listing every
+// original op: a fused group's ops run on the group's device, each spanning
+// the group's kernel, listed in the original graph's topological order
+// within the group. The result's graph and simulation are the original
+// graph's too; transfers name the same tensors in both.
+func expandFusion(r *run) error {
+	fs := r.opts.fused
+	if fs == nil || r.plan == nil {
+		return nil
+	}
+	c := fs.coarse
+	fine := c.Fine
+	adj := fine.BuildAdjacency()
+	order, err := fine.TopoOrder(adj)
+	if err != nil {
+		return err
+	}
+	pos := make([]int, len(fine.Ops))
+	for i, op := range order {
+		pos[op] = i
+	}
+	byName := make(map[string]int, len(r.plan.Ops))
+	for i, op := range r.plan.Ops {
+		byName[op.Name] = i
+	}
+	ops := make([]plan.Op, 0, len(fine.Ops))
+	perDevice := map[string]int{}
+	for _, coarseID := range r.problem.Order {
+		k, ok := byName[c.Graph.Ops[coarseID].Name]
+		if !ok {
+			return fmt.Errorf("plan lacks fused op %q", c.Graph.Ops[coarseID].Name)
+		}
+		po := r.plan.Ops[k]
+		members := slices.Clone(c.Members[coarseID])
+		slices.SortFunc(members, func(a, b graph.OpID) int { return pos[a] - pos[b] })
+		for _, f := range members {
+			op := po
+			op.Name, op.Type = fine.Ops[f].Name, fine.Ops[f].Type
+			ops = append(ops, op)
+			perDevice[op.Device]++
+		}
+	}
+	r.plan.Ops = ops
+	for i := range r.plan.Devices {
+		r.plan.Devices[i].Ops = perDevice[r.plan.Devices[i].Name]
+	}
+	if r.sim != nil {
+		s := *r.sim
+		s.Start, s.End = graph.Expand(c, r.sim.Start), graph.Expand(c, r.sim.End)
+		r.sim = &s
+	}
+	if r.placed.Device != nil {
+		r.placed.Device = graph.Expand(c, r.placed.Device)
+		if r.placed.Priority != nil {
+			r.placed.Priority = graph.Expand(c, r.placed.Priority)
+		}
+	}
+	m := *r.model
+	m.Graph = fine
+	r.model = &m
+	return nil
+}

@@ -1,0 +1,51 @@
+package profile
+
+import (
+	"strings"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+)
+
+// The op families calibration fits separately: kernels of one family
+// reach similar fractions of peak (a convolution's im2col+GEMM, a
+// streaming elementwise loop, a reduction), kernels of different families
+// do not.
+const (
+	FamilyConv        = "conv"
+	FamilyMatMul      = "matmul"
+	FamilyPool        = "pool"
+	FamilyElementwise = "elementwise"
+	FamilyReduce      = "reduce"
+	FamilyMovement    = "movement"
+	FamilyOther       = "other"
+	// FamilyView ops launch no kernel; they are never fitted.
+	FamilyView = "view"
+	// FamilyAll is the fit over every measurement, used for families with
+	// too few of their own.
+	FamilyAll = "all"
+)
+
+// Family names the calibration family of an op type.
+func Family(opType string) string {
+	switch {
+	case cost.IsMetadataOp(opType):
+		return FamilyView
+	case strings.HasPrefix(opType, "Conv") || opType == "QLinearConv" || opType == "DepthwiseConv2dNative":
+		return FamilyConv
+	case opType == "MatMul" || opType == "Gemm" || strings.Contains(opType, "MatMul") || opType == "Einsum":
+		return FamilyMatMul
+	case strings.Contains(opType, "Pool"):
+		return FamilyPool
+	case graph.IsElementwiseOp(opType):
+		return FamilyElementwise
+	case strings.HasPrefix(opType, "Reduce") || strings.Contains(opType, "Softmax") ||
+		strings.Contains(opType, "Normalization") || opType == "ArgMax" || opType == "ArgMin" || opType == "TopK":
+		return FamilyReduce
+	case opType == "Transpose" || opType == "Concat" || opType == "Split" || opType == "Slice" ||
+		opType == "Gather" || opType == "GatherElements" || opType == "Pad" || opType == "Expand" ||
+		opType == "Tile" || opType == "Resize" || opType == "ScatterND" || opType == "DepthToSpace":
+		return FamilyMovement
+	}
+	return FamilyOther
+}

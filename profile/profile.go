@@ -1,0 +1,216 @@
+// Package profile measures and imports per-operator times and turns them
+// into a cost model: measured times where a profile has them for a device
+// type, a roofline calibrated against the measurements elsewhere.
+//
+// A profile comes from running a model's distinct ops on this machine's
+// CPU with gorgonia kernels (Measure), or from a runtime's trace: ONNX
+// Runtime's profiling JSON or a Chrome trace as PyTorch's profiler writes
+// it (Import). Calibrate fits per-family efficiency factors of the
+// roofline to the measurements by least squares. FORMAT.md documents the
+// file.
+package profile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/graph"
+)
+
+// FormatVersion names the file format; Load rejects others.
+const FormatVersion = "opplace-profile/1"
+
+// Profile is a set of measured op times and the device types they were
+// measured on.
+type Profile struct {
+	Format string `json:"format"`
+	// Model is the model file the profile was made for.
+	Model string `json:"model,omitempty"`
+	// Source says where the times come from: "gorgonia" (opplace
+	// profile), "onnxruntime" or "chrome-trace".
+	Source      string       `json:"source"`
+	DeviceTypes []DeviceType `json:"device_types"`
+	// Ops holds one measurement per graph op name and device type.
+	Ops []Measurement `json:"ops"`
+	// Unsupported lists the op types that were not measured (no kernel
+	// here), with how many ops of each; they keep the model's estimate.
+	Unsupported []Unsupported `json:"unsupported,omitempty"`
+	// Unmatched lists trace node names that match no graph op.
+	Unmatched []string `json:"unmatched,omitempty"`
+}
+
+// DeviceType is the roofline of the device type measurements were taken
+// on, with the calibration fitted to them.
+type DeviceType struct {
+	Name string `json:"name"`
+	// Description says what the device is (a CPU model name).
+	Description string `json:"description,omitempty"`
+	// PeakFLOPS (float32), MemoryBandwidth (bytes/s) and LaunchOverhead
+	// (seconds) are the roofline's parameters: datasheet figures, or for
+	// this machine's CPU the micro-benchmarks' results.
+	PeakFLOPS       float64 `json:"peak_flops"`
+	MemoryBandwidth float64 `json:"memory_bandwidth"`
+	LaunchOverhead  float64 `json:"launch_overhead_s"`
+	// Memory is the device memory in bytes, for a cluster file.
+	Memory      int64        `json:"memory_bytes,omitempty"`
+	Calibration *Calibration `json:"calibration,omitempty"`
+}
+
+// Cluster returns the cluster package's form of the device type.
+func (d *DeviceType) Cluster() *cluster.DeviceType {
+	return &cluster.DeviceType{
+		Name:            d.Name,
+		PeakFLOPS:       map[graph.DType]float64{graph.Float32: d.PeakFLOPS},
+		MemoryBandwidth: d.MemoryBandwidth,
+		LaunchOverhead:  d.LaunchOverhead,
+		Memory:          d.Memory,
+	}
+}
+
+// Measurement is one op's measured time on one device type.
+type Measurement struct {
+	// Name is the graph op's name; Key identifies what it computes
+	// (OpKey), so a measurement serves every op with the same key.
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	Type string `json:"type"`
+	// Shapes renders the input and output shapes, "1x64x56x56,64x64x1x1->1x64x56x56".
+	Shapes     string `json:"shapes,omitempty"`
+	DeviceType string `json:"device_type"`
+	// MedianMS, P10MS and P90MS summarise the timed runs.
+	MedianMS float64 `json:"median_ms"`
+	P10MS    float64 `json:"p10_ms"`
+	P90MS    float64 `json:"p90_ms"`
+	Runs     int     `json:"runs"`
+}
+
+// Unsupported counts ops of one type that were not measured.
+type Unsupported struct {
+	Type   string `json:"type"`
+	Count  int    `json:"count"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// OpKey identifies what an op computes: its type, domain, attributes and
+// every input's and output's element type and shape. Two ops with one key
+// run the same kernel on the same sizes. It is the first 16 hex digits of
+// a SHA-256 over the canonical rendering (graph.AttrsKey for attributes).
+func OpKey(g *graph.Graph, id graph.OpID) string {
+	op := &g.Ops[id]
+	h := sha256.New()
+	fmt.Fprintf(h, "%s/%s|%s|%s", op.Domain, op.Type, graph.AttrsKey(op.Attrs), Shapes(g, id))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Shapes renders an op's input and output shapes with element types,
+// "float32[1x3x224x224],float32[64x3x7x7]->float32[1x64x112x112]".
+func Shapes(g *graph.Graph, id graph.OpID) string {
+	op := &g.Ops[id]
+	var b strings.Builder
+	list := func(ts []graph.TensorID) {
+		for i, t := range ts {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			tn := &g.Tensors[t]
+			fmt.Fprintf(&b, "%s[%s]", tn.DType, tn.ShapeString())
+		}
+	}
+	list(op.Inputs)
+	b.WriteString("->")
+	list(op.Outputs)
+	return b.String()
+}
+
+// DeviceType returns the named device type, or nil.
+func (p *Profile) DeviceType(name string) *DeviceType {
+	for i := range p.DeviceTypes {
+		if p.DeviceTypes[i].Name == name {
+			return &p.DeviceTypes[i]
+		}
+	}
+	return nil
+}
+
+// Sort orders ops by device type then name, and the other lists by name,
+// so a profile's file is byte-identical for the same measurements.
+func (p *Profile) Sort() {
+	slices.SortStableFunc(p.Ops, func(a, b Measurement) int {
+		if c := strings.Compare(a.DeviceType, b.DeviceType); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	slices.SortStableFunc(p.DeviceTypes, func(a, b DeviceType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(p.Unsupported, func(a, b Unsupported) int { return strings.Compare(a.Type, b.Type) })
+	slices.Sort(p.Unmatched)
+}
+
+// Write encodes the profile as indented JSON.
+func (p *Profile) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
+}
+
+// Load reads a profile file. Errors name the file and what is wrong.
+func Load(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: cannot read the profile: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes a profile; name labels errors.
+func Parse(name string, data []byte) (*Profile, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Profile
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: not an opplace profile (%v); make one with `opplace profile MODEL`", name, err)
+	}
+	if p.Format != FormatVersion {
+		return nil, fmt.Errorf("%s: format %q, want %q; make one with `opplace profile MODEL`", name, p.Format, FormatVersion)
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &p, nil
+}
+
+func (p *Profile) validate() error {
+	for i, d := range p.DeviceTypes {
+		if d.Name == "" {
+			return fmt.Errorf("device_types[%d]: no name", i)
+		}
+		if !(d.PeakFLOPS > 0) || !(d.MemoryBandwidth > 0) || d.LaunchOverhead < 0 {
+			return fmt.Errorf("device type %q: peak_flops and memory_bandwidth must be positive, launch_overhead_s non-negative", d.Name)
+		}
+	}
+	for i, m := range p.Ops {
+		if m.Name == "" && m.Key == "" {
+			return fmt.Errorf("ops[%d]: needs a name or a key", i)
+		}
+		if m.DeviceType == "" {
+			return fmt.Errorf("op %q: no device_type", m.Name)
+		}
+		if !(m.MedianMS >= 0) {
+			return fmt.Errorf("op %q: median_ms must be a non-negative number", m.Name)
+		}
+	}
+	return nil
+}
