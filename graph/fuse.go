@@ -36,7 +36,20 @@ type Fuser struct {
 	// stamp and gen mark DFS visits without clearing an array per merge.
 	stamp []uint32
 	gen   uint32
+	// softKey joins soft colocation keys whose groups were fused: a
+	// union-find from key to key, settled onto the ops by settle.
+	softKey map[string]string
 }
+
+// SoftColocatePrefix starts a Colocate key that a pass derived rather
+// than the model required: the training step keeps each op with its
+// gradient under such a key. Fusion may join two soft groups (the fused
+// kernel's gradients then stay together too), but never a group the model
+// constrained.
+const SoftColocatePrefix = "~"
+
+// IsSoftColocate reports whether key was derived by a pass.
+func IsSoftColocate(key string) bool { return strings.HasPrefix(key, SoftColocatePrefix) }
 
 // NewFuser starts a fusion of g with every op in its own group. It fails
 // only on a cyclic graph.
@@ -51,6 +64,7 @@ func NewFuser(g *Graph, adj *Adjacency) (*Fuser, error) {
 		succ: make([][]OpID, n), pred: make([][]OpID, n),
 		order: order, pos: make([]int32, n), stamp: make([]uint32, n),
 		members: make([][]OpID, n), anchors: make([]int32, n), opaque: make([]int32, n),
+		softKey: map[string]string{},
 	}
 	for i, op := range order {
 		f.pos[op] = int32(i)
@@ -125,10 +139,76 @@ func (f *Fuser) CanMerge(a, b OpID) bool {
 
 // compatible checks the placement constraints: a fused kernel runs on one
 // device, so its ops must agree on where they may go. Every member of a
-// group shares its representative's constraints.
+// group shares its representative's constraints. Soft keys (and no key)
+// may meet another soft key: the groups then become one.
 func (f *Fuser) compatible(ra, rb OpID) bool {
 	x, y := &f.g.Ops[ra], &f.g.Ops[rb]
-	return x.Colocate == y.Colocate && x.Device == y.Device
+	if x.Device != y.Device {
+		return false
+	}
+	kx, ky := f.key(f.groupKey(ra)), f.key(f.groupKey(rb))
+	return kx == ky || f.softOrNone(kx) && f.softOrNone(ky)
+}
+
+func (f *Fuser) softOrNone(key string) bool { return key == "" || IsSoftColocate(key) }
+
+// groupKey is the colocation key of a group: its first member's with a
+// key, since a group may mix soft-keyed ops with unkeyed ones.
+func (f *Fuser) groupKey(r OpID) string {
+	for _, m := range f.members[r] {
+		if k := f.g.Ops[m].Colocate; k != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// key resolves a soft key to the key of the group it was fused into.
+func (f *Fuser) key(k string) string {
+	for {
+		next, ok := f.softKey[k]
+		if !ok || next == k {
+			return k
+		}
+		k = next
+	}
+}
+
+// joinKeys records that the soft groups of keys a and b are now one.
+func (f *Fuser) joinKeys(a, b string) {
+	a, b = f.key(a), f.key(b)
+	if a == b || a == "" || b == "" {
+		return
+	}
+	if b < a {
+		a, b = b, a
+	}
+	f.softKey[b] = a
+}
+
+// settle writes the joined soft keys back to the graph's ops, so every op
+// of a fused kernel, and every gradient colocated with one, carries the
+// same key.
+func (f *Fuser) settle() {
+	if len(f.softKey) == 0 {
+		return
+	}
+	for i := range f.g.Ops {
+		op := &f.g.Ops[i]
+		if IsSoftColocate(op.Colocate) {
+			op.Colocate = f.key(op.Colocate)
+		}
+	}
+	for r, ms := range f.members {
+		if len(ms) < 2 || f.groups.Find(OpID(r)) != OpID(r) {
+			continue
+		}
+		if k := f.key(f.groupKey(OpID(r))); IsSoftColocate(k) {
+			for _, m := range ms {
+				f.g.Ops[m].Colocate = k
+			}
+		}
+	}
 }
 
 // window returns the groups strictly between x and y in the order that
@@ -181,6 +261,7 @@ func (f *Fuser) Merge(a, b OpID) bool {
 	if _, ok := f.window(x, y); !ok {
 		return false
 	}
+	f.joinKeys(f.groupKey(ra), f.groupKey(rb))
 	// Reorder the window: groups between x and y that x reaches go after
 	// the merged group, the rest before it. No group is both reached from
 	// x and reaching y (that path was just ruled out), so y's
@@ -367,5 +448,6 @@ func Fuse(g *Graph, adj *Adjacency, mode string) (*Fusion, error) {
 	for _, p := range passes {
 		fu.Passes = append(fu.Passes, PassResult{Pass: p.Name, Merged: p.Run(f)})
 	}
+	f.settle()
 	return fu, nil
 }

@@ -11,7 +11,8 @@ func init() {
 
 // fuseVertical merges a group into a consumer group when the tensors
 // between them stop travelling through memory: every such tensor is read
-// only inside the merged group and is not a graph output. Both groups must
+// only inside the merged group (or, in a training step, also by gradient
+// ops, for which it is still saved) and is not a graph output. Both groups must
 // hold only anchor, elementwise and view ops, and together at most one
 // anchor (a kernel has one main loop nest; two convolutions in a row stay
 // two kernels).
@@ -71,7 +72,11 @@ func verticalOK(f *Fuser, isOutput []bool, p, c OpID) bool {
 					reads = true
 				case rp:
 				default:
-					inside = false
+					// A gradient reading the tensor later does not stop the
+					// forward kernel fusing: the tensor is written once for
+					// it (Coarsen keeps it as the kernel's output), as
+					// training runtimes save fused activations.
+					inside = inside && g.Ops[u].Phase == Backward && g.Ops[rp].Phase == Forward
 				}
 			}
 			if !reads {

@@ -67,9 +67,10 @@ type Stats struct {
 
 // Build returns a new graph holding fwd's ops followed by the backward and
 // update ops of one training step. fwd is not modified. Every gradient op
-// shares its forward op's colocation group (a fresh group named after the
-// forward op when it had none), so placers keep a layer and its gradient
-// together, as Baechi and every framework do.
+// shares its forward op's colocation group (a fresh soft group named after
+// the forward op when it had none, graph.SoftColocatePrefix), so placers
+// keep a layer and its gradient together, as Baechi and every framework
+// do, and fusing two layers keeps both gradients with them.
 func Build(fwd *graph.Graph, opts Options) (*graph.Graph, Stats, error) {
 	if opts.Factor == 0 {
 		opts.Factor = 2
@@ -179,7 +180,7 @@ func (b *builder) addGradient(id graph.OpID) error {
 	g := b.g
 	f := &g.Ops[id]
 	if f.Colocate == "" {
-		f.Colocate = "op:" + f.Name
+		f.Colocate = graph.SoftColocatePrefix + f.Name
 	}
 	grad := graph.Op{
 		Name:     uniqueOpName(g, f.Name+"/grad"),
