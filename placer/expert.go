@@ -19,6 +19,14 @@ func init() {
 // when it does not fit the current one; an op the block's device may not
 // run goes to its fastest allowed device. It is the baseline a placer
 // should beat when the graph does not fit one device.
+//
+// The cut counts whole colocation groups: the first op of a group met in
+// topological order (in training, the forward op) brings the compute of
+// all its members (its gradient and update ops too), and the later
+// members follow it without counting again. So a training step is cut on
+// the forward order into blocks balanced by forward+backward+update
+// compute across all devices, as a hand-written pipeline split is,
+// rather than the forward pass alone filling the first third of them.
 type expert struct{}
 
 func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
@@ -48,8 +56,13 @@ func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	for _, v := range speed {
 		totalSpeed += v
 	}
+	// classWork: each colocation class's compute, counted where its
+	// first op is met.
+	classWork := make([]float64, len(s.lim.allowed))
 	for i := range p.Graph.Ops {
-		work += t.FastestTime(graph.OpID(i))
+		f := t.FastestTime(graph.OpID(i))
+		work += f
+		classWork[s.lim.class[i]] += f
 	}
 	// Block k ends where the cumulative work reaches bound[k].
 	bound := make([]float64, s.nd)
@@ -66,7 +79,10 @@ func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 				return sim.Placement{}, err
 			}
 		}
-		f := t.FastestTime(op)
+		f := 0.0
+		if c := s.lim.class[op]; s.classDev[c] < 0 {
+			f = classWork[c]
+		}
 		for cur < s.nd-1 && done+f/2 > bound[cur] {
 			cur++
 		}

@@ -2,7 +2,6 @@ package placer
 
 import (
 	"context"
-	"math"
 	"slices"
 	"sort"
 
@@ -34,7 +33,10 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		return sim.Placement{}, err
 	}
 	order := heftOrder(p, s)
-	busy := make([][]interval, s.nd)
+	busy := make([]*timeline, s.nd)
+	for d := range busy {
+		busy[d] = newTimeline()
+	}
 	start := make([]float64, len(p.Graph.Ops))
 	for i, op := range order {
 		if i%1024 == 0 {
@@ -45,7 +47,7 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		bestDev, bestStart, bestEnd := -1, 0.0, 0.0
 		for _, d := range s.candidates(op) {
 			dur := p.Costs.OpTime(op, d)
-			st := earliestGap(busy[d], s.dataReady(op, d), dur)
+			st := busy[d].earliest(s.dataReady(op, d), dur)
 			if bestDev >= 0 && st+dur >= bestEnd {
 				continue
 			}
@@ -57,7 +59,7 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		if bestDev < 0 {
 			return sim.Placement{}, s.noRoom(op)
 		}
-		busy[bestDev] = insertInterval(busy[bestDev], interval{bestStart, bestEnd})
+		busy[bestDev].insert(bestStart, bestEnd)
 		start[op] = bestStart
 		s.schedule(op, bestDev, bestStart)
 	}
@@ -127,26 +129,4 @@ func meanLink(p *Problem) (lat, perByte float64) {
 	}
 	pairs := float64(nd * (nd - 1))
 	return lat / pairs, perByte / pairs
-}
-
-type interval struct{ start, end float64 }
-
-// earliestGap is the earliest start at or after ready of a slot of length
-// dur among the sorted busy intervals.
-func earliestGap(busy []interval, ready, dur float64) float64 {
-	// The first interval ending after ready.
-	i := sort.Search(len(busy), func(k int) bool { return busy[k].end > ready })
-	st := ready
-	for ; i < len(busy); i++ {
-		if st+dur <= busy[i].start && !math.IsInf(dur, 1) {
-			return st
-		}
-		st = max(st, busy[i].end)
-	}
-	return st
-}
-
-func insertInterval(busy []interval, iv interval) []interval {
-	i := sort.Search(len(busy), func(k int) bool { return busy[k].start > iv.start })
-	return slices.Insert(busy, i, iv)
 }

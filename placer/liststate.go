@@ -11,6 +11,18 @@ import (
 // each scheduled op runs and ends, when each device is free, which tensors
 // each device holds and how much memory that takes, and which device each
 // colocation class went to.
+//
+// Memory is checked per colocation group, not only per op: when the
+// first op of a group (in training, a forward op whose gradient and
+// optimizer update are colocated with it) is placed, the group's
+// persistent needs are reserved on that device at once: the parameters
+// and optimizer state its members read and the weight gradients its
+// backward members produce (outputs read by update ops). Otherwise a
+// greedy placer fills a device with forward ops and finds no room for
+// their gradients hundreds of ops later, as m-ETF did on GPT-2 XL. A
+// group also reserves headroom for its backward ops' transient memory
+// (see transient); a device keeps the largest such headroom of its
+// groups free for forward ops.
 type listState struct {
 	p      *Problem
 	g      *graph.Graph
@@ -38,6 +50,18 @@ type listState struct {
 	consumersLeft []int32
 	isOutput      []bool
 	order         []graph.OpID
+
+	// reserve lists, per colocation class of two or more ops, the
+	// tensors reserved when its first op is placed; nil for the rest.
+	reserve [][]graph.TensorID
+	// transient is each class's headroom for its backward ops.
+	transient []int64
+	// reserved is, per device, the bytes reserved and not yet allocated;
+	// resv marks which tensors they are (keyed like held).
+	reserved []int64
+	resv     map[int64]struct{}
+	// headroom is, per device, the largest transient of its classes.
+	headroom []int64
 }
 
 func newListState(p *Problem) (*listState, error) {
@@ -89,7 +113,90 @@ func newListState(p *Problem) (*listState, error) {
 			s.fresh = append(s.fresh, op)
 		}
 	}
+	s.groupNeeds()
 	return s, nil
+}
+
+// groupNeeds fills reserve and transient for the classes of two or more
+// ops.
+func (s *listState) groupNeeds() {
+	g, nc := s.g, len(s.lim.allowed)
+	s.reserved = make([]int64, s.nd)
+	s.headroom = make([]int64, s.nd)
+	s.resv = map[int64]struct{}{}
+	s.reserve = make([][]graph.TensorID, nc)
+	s.transient = make([]int64, nc)
+	size := make([]int32, nc)
+	for _, c := range s.lim.class {
+		size[c]++
+	}
+	seen := make([]int32, len(g.Tensors)) // class+1 that last listed it
+	for i := range g.Ops {
+		op := graph.OpID(i)
+		c := s.lim.class[i]
+		if size[c] < 2 {
+			continue
+		}
+		add := func(t graph.TensorID) {
+			if seen[t] != c+1 {
+				seen[t] = c + 1
+				s.reserve[c] = append(s.reserve[c], t)
+			}
+		}
+		for _, in := range s.inputs[i] {
+			if g.Tensors[in].Kind.IsResident() {
+				add(in)
+			}
+		}
+		if g.Ops[i].Phase != graph.Backward {
+			continue
+		}
+		// Weight gradients: outputs an update op reads. They live from
+		// the backward pass to the update.
+		var tr int64
+		for _, out := range g.Ops[i].Outputs {
+			if readByUpdate(g, out) {
+				add(out)
+			} else {
+				tr += g.Tensors[out].Bytes()
+			}
+		}
+		// Its activation gradients, scratch and the gradients it reads
+		// from other groups, which may arrive from another device.
+		tr += s.p.Costs.TempBytes(op)
+		for _, in := range s.inputs[i] {
+			if pr := g.Tensors[in].Producer; pr != graph.NoOp && s.lim.class[pr] != c && g.Ops[pr].Phase == graph.Backward {
+				tr += g.Tensors[in].Bytes()
+			}
+		}
+		s.transient[c] = max(s.transient[c], tr)
+	}
+}
+
+func readByUpdate(g *graph.Graph, t graph.TensorID) bool {
+	for _, c := range g.Tensors[t].Consumers {
+		if g.Ops[c].Phase == graph.Update {
+			return true
+		}
+	}
+	return false
+}
+
+// isReserved reports whether tensor t is reserved on device d.
+func (s *listState) isReserved(t graph.TensorID, d int) bool {
+	if s.reserved[d] == 0 {
+		return false
+	}
+	_, ok := s.resv[s.key(t, d)]
+	return ok
+}
+
+// unreserve moves t's reservation on d, if any, into real use.
+func (s *listState) unreserve(t graph.TensorID, d int) {
+	if s.isReserved(t, d) {
+		delete(s.resv, s.key(t, d))
+		s.reserved[d] -= s.g.Tensors[t].Bytes()
+	}
 }
 
 func containsTensor(ts []graph.TensorID, t graph.TensorID) bool {
@@ -145,31 +252,68 @@ func (s *listState) dataReady(op graph.OpID, d int) float64 {
 	return t
 }
 
-// need is the memory op would add on device d at the moment it runs.
+// need is the memory op would add on device d at the moment it runs,
+// beyond what is reserved there, plus its class's reservation when op is
+// the class's first op.
 func (s *listState) need(op graph.OpID, d int) int64 {
+	g := s.g
 	b := s.p.Costs.OutputBytes(op) + s.p.Costs.TempBytes(op)
+	for _, out := range g.Ops[op].Outputs {
+		if s.isReserved(out, d) {
+			b -= g.Tensors[out].Bytes()
+		}
+	}
 	for _, in := range s.inputs[op] {
-		tn := &s.g.Tensors[in]
+		tn := &g.Tensors[in]
 		if tn.Producer != graph.NoOp && s.dev[tn.Producer] == d {
 			continue
 		}
-		if _, ok := s.held[s.key(in, d)]; !ok {
+		if _, ok := s.held[s.key(in, d)]; !ok && !s.isReserved(in, d) {
 			b += tn.Bytes()
+		}
+	}
+	c := s.lim.class[op]
+	if s.classDev[c] >= 0 {
+		return b
+	}
+	for _, t := range s.reserve[c] {
+		if g.Tensors[t].Producer == op || containsTensor(s.inputs[op], t) || s.isReserved(t, d) {
+			continue // counted above, or already reserved
+		}
+		if _, ok := s.held[s.key(t, d)]; !ok {
+			b += g.Tensors[t].Bytes()
 		}
 	}
 	return b
 }
 
+// free is the memory left on d for op: beyond what is used and
+// reserved, a forward op leaves the headroom of d's backward ops,
+// counting its own class's once placed.
+func (s *listState) free(op graph.OpID, d int) int64 {
+	f := s.p.Costs.Cluster.Devices[d].Memory - s.used[d] - s.reserved[d]
+	if s.g.Ops[op].Phase == graph.Forward {
+		h := s.headroom[d]
+		if s.classDev[s.lim.class[op]] < 0 {
+			h = max(h, s.transient[s.lim.class[op]])
+		}
+		f -= h
+	}
+	return f
+}
+
 func (s *listState) fits(op graph.OpID, d int) bool {
-	return s.used[d]+s.need(op, d) <= s.p.Costs.Cluster.Devices[d].Memory
+	return s.need(op, d) <= s.free(op, d)
 }
 
 // schedule commits op to device d starting at start. Placers that insert
 // ops into idle gaps (HEFT) may start an op before the device's last end.
 func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	g, costs := s.g, s.p.Costs
+	c := s.lim.class[op]
+	first := s.classDev[c] < 0
 	s.dev[op] = d
-	s.classDev[s.lim.class[op]] = d
+	s.classDev[c] = d
 	s.end[op] = start + costs.OpTime(op, d)
 	s.devFree[d] = max(s.devFree[d], s.end[op])
 	s.order = append(s.order, op)
@@ -184,9 +328,23 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 			}
 			s.held[s.key(in, d)] = at
 			s.used[d] += tn.Bytes()
+			s.unreserve(in, d)
 		}
 	}
 	s.used[d] += costs.OutputBytes(op)
+	for _, out := range g.Ops[op].Outputs {
+		s.unreserve(out, d)
+	}
+	if first {
+		for _, t := range s.reserve[c] {
+			if _, ok := s.held[s.key(t, d)]; ok || g.Tensors[t].Producer == op || s.isReserved(t, d) {
+				continue
+			}
+			s.resv[s.key(t, d)] = struct{}{}
+			s.reserved[d] += g.Tensors[t].Bytes()
+		}
+		s.headroom[d] = max(s.headroom[d], s.transient[c])
+	}
 	for _, in := range s.inputs[op] {
 		s.consumersLeft[in]--
 		if s.consumersLeft[in] == 0 {
@@ -255,13 +413,18 @@ func (s *listState) stuck(ready []graph.OpID) error {
 func (s *listState) noRoom(op graph.OpID) error {
 	best := -1
 	for _, d := range s.candidates(op) {
-		if best < 0 || s.p.Costs.Cluster.Devices[d].Memory-s.used[d]-s.need(op, d) > s.p.Costs.Cluster.Devices[best].Memory-s.used[best]-s.need(op, best) {
+		if best < 0 || s.free(op, d)-s.need(op, d) > s.free(op, best)-s.need(op, best) {
 			best = d
 		}
 	}
 	dev := s.p.Costs.Cluster.Devices[best]
-	return Infeasible(s.p, fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
-		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, FormatBytes(s.need(op, best)), dev.Name, FormatBytes(dev.Memory-s.used[best])))
+	free := s.free(op, best)
+	msg := fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
+		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, FormatBytes(s.need(op, best)), dev.Name, FormatBytes(free))
+	if held := dev.Memory - s.used[best]; held > free {
+		msg += fmt.Sprintf(" (and %s reserved for the gradients, optimizer state and backward scratch of its colocation groups)", FormatBytes(held-free))
+	}
+	return Infeasible(s.p, msg)
 }
 
 // placement returns the devices and the scheduling order as priorities.
