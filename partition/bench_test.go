@@ -11,6 +11,7 @@ import (
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/train"
 )
 
 // syntheticTransformer is a deterministic training graph of about n
@@ -35,7 +36,7 @@ func syntheticTransformer(n int) *graph.Graph {
 	return buildGraph(ops, true)
 }
 
-func loadCluster(b *testing.B) *cluster.Cluster {
+func loadCluster(b testing.TB) *cluster.Cluster {
 	c, err := cluster.Load("../testdata/clusters/8xA100-2host.yaml")
 	if err != nil {
 		b.Fatal(err)
@@ -71,39 +72,6 @@ func BenchmarkExactSynthetic(b *testing.B) {
 	}
 }
 
-// emulateTraining adds, for every forward op, a backward op of twice its
-// FLOPs reading the same activations and colocated with it: a stand-in
-// for the training mode.
-func emulateTraining(g *graph.Graph) *graph.Graph {
-	n := len(g.Ops)
-	for i := 0; i < n; i++ {
-		f := &g.Ops[i]
-		f.Colocate = f.Name
-		var ins []graph.TensorID
-		var out graph.Tensor
-		for _, t := range f.Inputs {
-			if g.Tensors[t].Kind == graph.Activation || g.Tensors[t].Kind == graph.Input {
-				ins = append(ins, t)
-				if !out.ShapeKnown {
-					out = graph.Tensor{DType: g.Tensors[t].DType, Shape: g.Tensors[t].Shape, ShapeKnown: g.Tensors[t].ShapeKnown}
-				}
-			}
-		}
-		out.Name = f.Name + "/grad_out"
-		id, err := g.AddTensor(out)
-		if err != nil {
-			panic(err)
-		}
-		w := f.Work
-		w.FLOPs *= 2
-		if _, err := g.AddOp(graph.Op{Name: f.Name + "/grad", Type: "Grad", Inputs: ins, Outputs: []graph.TensorID{id},
-			Colocate: f.Name, Phase: graph.Backward, Work: w}); err != nil {
-			panic(err)
-		}
-	}
-	return g
-}
-
 var benchModels = []struct {
 	name string
 	dims map[string]int64
@@ -116,7 +84,8 @@ var benchModels = []struct {
 }
 
 // BenchmarkModels runs each partitioner on the real models, as inference
-// graphs and with emulated backward ops, on 8 A100s in two hosts.
+// graphs and as training graphs (train.Build with Adam), on 8 A100s in
+// two hosts.
 func BenchmarkModels(b *testing.B) {
 	c := loadCluster(b)
 	for _, mdl := range benchModels {
@@ -132,7 +101,9 @@ func BenchmarkModels(b *testing.B) {
 				}
 				g := m.Graph
 				if mode == "train" {
-					g = emulateTraining(g)
+					if g, _, err = train.Build(g, train.Options{Optimizer: train.Adam}); err != nil {
+						b.Fatal(err)
+					}
 				}
 				p, err = NewProblem(cost.NewTable(g, c, cost.Roofline{}), Options{})
 				if err != nil {
@@ -156,6 +127,12 @@ func BenchmarkModels(b *testing.B) {
 					b.ReportMetric(pl.StepMs, "step_ms")
 					b.ReportMetric(float64(len(pl.Stages)), "stages")
 					b.ReportMetric(float64(pl.MicroBatches), "M")
+					b.ReportMetric(pl.BubbleFraction, "bubble")
+					if e := pl.Exact; e != nil {
+						b.ReportMetric(float64(e.ReducedUnits), "reduced_units")
+						b.ReportMetric(float64(e.Downsets), "downsets")
+						b.ReportMetric(e.Gap, "gap")
+					}
 					for _, w := range pl.Warnings {
 						b.Log(w)
 					}

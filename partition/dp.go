@@ -71,7 +71,7 @@ func newResources(m *model) *resources {
 // at least as good; compute only grows as E grows, so such an E is not
 // expanded further. Returns nil when nothing fits.
 func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solution, error) {
-	m := p.m
+	m := l.m
 	res := newResources(m)
 	nCap := 1
 	if m.training && p.Options.Schedule == OneFOneB {
@@ -92,6 +92,10 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 	ndev := p.Costs.NumDevices()
 
 	s := newSums(l.nc)
+	// alive[e]: some split of the units outside e fits under the bound,
+	// so a stage ending at e is worth costing.
+	alive := make([]bool, l.n)
+	alive[full] = true
 	stamp := make([]int32, l.n)
 	for i := range stamp {
 		stamp[i] = -1
@@ -149,7 +153,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 			if e != full {
 				restNeed = max(1, math.Ceil((fastRest/fM+launchRest)/bound-1e-9))
 			}
-			if rMin+restNeed > float64(maxTotal) {
+			if rMin+restNeed > float64(maxTotal) || !alive[e] {
 				continue
 			}
 			l.sums(s, d, e)
@@ -209,6 +213,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 									continue
 								}
 								F[at] = cand
+								alive[d] = true
 								nextI[at] = e
 								move[at] = int32(k) | int32(r)<<8 | int32(n2)<<16
 							}
@@ -267,7 +272,7 @@ func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time)
 // evaluate scores a given split on the model (for heuristics and the
 // tests' brute force): the objective, or +Inf when a stage does not fit.
 func evaluate(p *Problem, l *lattice, M int, st []solStage) float64 {
-	m := p.m
+	m := l.m
 	s := newSums(l.nc)
 	var val float64
 	for i, x := range st {

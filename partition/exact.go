@@ -4,20 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"time"
 )
 
 func init() {
-	Register("exact", "exact optimum over every contiguous split (downsets of the DAG), device types and replica counts; falls back to pipedream past a size or time limit", func() Partitioner { return exact{} })
+	Register("exact", "exact optimum over every contiguous split (downsets of the DAG), device types and replica counts, after merging tiny side branches (optimality gap reported); falls back to pipedream past a size or time limit", func() Partitioner { return exact{} })
 }
 
 // exact runs the shared dynamic programme on every downset of the unit
 // DAG (Tarnawski et al. 2020), so a stage may be any convex piece of the
-// graph rather than a range of one topological order. The pipedream
-// optimum bounds the search, which skips any stage or remainder whose
-// compute alone exceeds it. Past Options.MaxIdeals downsets or
-// Options.TimeLimit it returns the pipedream plan with a warning.
+// graph rather than a range of one topological order.
+//
+// Before enumerating it merges side branches whose compute is under
+// Options.Epsilon of the total into a neighbour (reduce.go), which keeps
+// the downsets of ONNX exports in the hundreds, and it certifies the
+// result: a second pass over the same downsets with the merged units
+// made free gives a lower bound on every split of the unit graph, so the
+// plan states how far from the optimum it can be (Plan.Exact). When the
+// downsets still pass Options.MaxIdeals it merges more (4ε, then 16ε),
+// and then returns the pipedream plan with a warning.
+//
+// Each micro-batch count is searched under the pipedream optimum for
+// that count, and the better of the two is kept, so exact is never worse
+// than pipedream (nor gpipe, which pipedream's search contains).
 type exact struct{}
+
+// maxCoarsen is how many times exact multiplies ε by 4 when the
+// downsets are too many.
+const maxCoarsen = 2
 
 func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	chain := chainLattice(p.u, p.m)
@@ -34,33 +50,167 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 		pl.Warnings = append(pl.Warnings, "exact: "+why+"; used the pipedream split instead")
 		return pl, nil
 	}
-	l, err := idealLattice(p.u, p.m, p.Options.MaxIdeals)
-	if errors.Is(err, errTooManyIdeals) {
-		return fallback(fmt.Sprintf("the graph has more than %d downsets (raise MaxIdeals to search them)", p.Options.MaxIdeals))
+	eps := p.Options.Epsilon
+	var red *reduction
+	var l *lattice
+	// Search the unit graph itself when its downsets are few enough: the
+	// plan is then proven optimal with no reduction at all.
+	if eps > 0 {
+		var err error
+		if l, err = idealLattice(p.u, p.m, p.Options.SearchIdeals); err != nil && !errors.Is(err, errTooManyIdeals) {
+			return nil, err
+		}
+	}
+	for try := 0; l == nil; try++ {
+		u, m := p.u, p.m
+		if red = reduce(p.u, p.m, eps); red != nil {
+			u, m = red.real, red.m
+		}
+		var err error
+		l, err = idealLattice(u, m, p.Options.MaxIdeals)
+		if err == nil && (l.n <= p.Options.SearchIdeals || eps <= 0 || try == maxCoarsen) {
+			break
+		}
+		if err == nil { // searchable, but merging more is faster
+			l = nil
+			eps *= 4
+			continue
+		}
+		if !errors.Is(err, errTooManyIdeals) {
+			return nil, err
+		}
+		if eps <= 0 || try == maxCoarsen {
+			return fallback(fmt.Sprintf("the graph has more than %d downsets even with side branches under %.3g%% of the compute merged (raise MaxIdeals or Epsilon to search them)", p.Options.MaxIdeals, 100*eps))
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		eps *= 4
 	}
 	res := newResources(p.m)
 	if states := int64(l.n) * int64(res.n) * int64(min(p.Options.MaxMicroBatches, p.Costs.NumDevices())+1); states > 100_000_000 {
 		return fallback(fmt.Sprintf("%d downsets x %d device-count vectors is too many states", l.n, res.n))
 	}
-	timedOut := false
-	pl, err := p.bestOverM(ctx, "exact", func(M int) (*solution, error) {
-		if timedOut {
-			return nil, nil
+	pl, timedOut, err := exactOverM(ctx, p, chain, l, deadline)
+	if err != nil {
+		return nil, err
+	}
+	info := &ExactInfo{Units: p.u.n, ReducedUnits: l.units, Downsets: l.n, Epsilon: eps, LowerBoundMs: ms(pl.value), Optimal: red == nil}
+	if red == nil {
+		info.Epsilon = 0
+	}
+	pl.Exact = info
+	if timedOut > 0 {
+		info.Optimal, info.LowerBoundMs = false, 0
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("exact: the search passed its %v time limit at %d micro-batches; from there on the plan is pipedream's", p.Options.TimeLimit, timedOut))
+		return pl, nil
+	}
+	if red == nil {
+		return pl, nil
+	}
+	// The certificate: the relaxed optimum at the plan's M bounds every
+	// split of the unit graph from below.
+	rl := l.reweight(red.relaxU, red.relaxM)
+	lb, err := solveBounded(p, rl, pl.MicroBatches, pl.value, deadline)
+	switch {
+	case errors.Is(err, errDeadline) || err == nil && lb == nil:
+		info.LowerBoundMs = 0
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("exact: optimal over the graph reduced from %d to %d units; no time left to bound the loss from merging side branches under %.3g%% of the compute", p.u.n, l.units, 100*eps))
+	case err != nil:
+		return nil, err
+	default:
+		info.LowerBoundMs = ms(lb.value)
+		gap := 0.0
+		if pl.value > 0 {
+			gap = max(0, (pl.value-lb.value)/pl.value)
+		}
+		info.Gap = math.Round(gap*1e6) / 1e6
+		info.Optimal = pl.value <= lb.value*(1+1e-9)
+		if !info.Optimal {
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("exact: optimal over the graph reduced from %d to %d units (side branches under %.3g%% of the compute merged); at most %.2f%% above the optimum, whose %s at %d micro-batches is at least %.6g ms", p.u.n, l.units, 100*eps, 100*gap, p.Options.Objective, pl.MicroBatches, ms(lb.value)))
+		}
+	}
+	return pl, nil
+}
+
+// exactOverM solves each candidate micro-batch count M on the chain
+// (pipedream) and on the downsets, keeping per M the split with the
+// better objective, and returns the plan with the shortest simulated step
+// (ties: fewer micro-batches), as bestOverM does.
+//
+// Under the throughput objective a step takes at least M times the
+// bottleneck (the slowest stage runs M forwards and backwards, then its
+// all-reduce), so once some M' is settled with step T, the search at M
+// only needs splits with bottleneck ≤ T/M: a tighter bound that prunes
+// hard. The Ms are settled in order of their pipedream steps so T is good
+// early. An M whose search finds nothing under T/M cannot beat T, and is
+// dropped. timedOut is the first M whose search passed the deadline
+// (kept at the pipedream split), or 0.
+func exactOverM(ctx context.Context, p *Problem, chain, l *lattice, deadline time.Time) (pl *Plan, timedOut int, err error) {
+	Ms := p.microBatchCandidates()
+	chains := make([]*solution, len(Ms))
+	plans := make([]*Plan, len(Ms))
+	for i, M := range Ms {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
 		}
 		ub := heuristicUB(p, chain, M)
-		ch, err := solveBounded(p, chain, M, ub, deadline)
-		if err == nil && ch != nil {
-			ub = min(ub, ch.value)
+		if chains[i], err = solveBounded(p, chain, M, ub, time.Time{}); err != nil {
+			return nil, 0, err
 		}
-		s, err := solveBounded(p, l, M, ub, deadline)
-		if errors.Is(err, errDeadline) {
-			timedOut = true
-			return nil, nil
+		if chains[i] != nil {
+			plans[i] = p.report("exact", chains[i])
 		}
-		return s, err
-	})
-	if timedOut {
-		return fallback(fmt.Sprintf("the search passed its %v time limit", p.Options.TimeLimit))
 	}
-	return pl, err
+	order := make([]int, len(Ms))
+	for i := range order {
+		order[i] = i
+	}
+	stepOf := func(i int) float64 {
+		if plans[i] == nil {
+			return math.Inf(1)
+		}
+		return plans[i].step
+	}
+	sort.SliceStable(order, func(a, b int) bool { return stepOf(order[a]) < stepOf(order[b]) })
+	best := math.Inf(1) // shortest step among settled Ms
+	for _, i := range order {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		M, ch := Ms[i], chains[i]
+		if timedOut == 0 {
+			ub := heuristicUB(p, chain, M)
+			if ch != nil {
+				ub = min(ub, ch.value)
+			}
+			byStep := p.Options.Objective == Throughput && best/float64(M) < ub
+			if byStep {
+				ub = best / float64(M) * (1 + 1e-9)
+			}
+			s, err := solveBounded(p, l, M, ub, deadline)
+			switch {
+			case errors.Is(err, errDeadline):
+				timedOut = M
+			case err != nil:
+				return nil, 0, err
+			case s != nil && (ch == nil || s.value < ch.value):
+				plans[i] = p.report("exact", s)
+			case s == nil && byStep:
+				plans[i] = nil // every split at M steps longer than best
+			}
+		}
+		if plans[i] != nil {
+			best = min(best, plans[i].step)
+		}
+	}
+	for i := range Ms {
+		if plans[i] != nil && (pl == nil || plans[i].step < pl.step*(1-1e-12)) {
+			pl = plans[i]
+		}
+	}
+	if pl == nil {
+		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", Ms, p.Costs.NumDevices())}
+	}
+	return pl, timedOut, nil
 }

@@ -50,10 +50,12 @@ func Example() {
 	//       "compute_ms": 1500,
 	//       "comm_ms": 0.25,
 	//       "sync_ms": 0,
-	//       "time_ms": 1500.2499999999998,
+	//       "time_ms": 1500.25,
 	//       "send_bytes": 1000000,
 	//       "peak_memory_bytes": 2001000000,
-	//       "alive_micro_batches": 2
+	//       "alive_micro_batches": 2,
+	//       "start_ms": 0,
+	//       "end_ms": 7501.25
 	//     },
 	//     {
 	//       "index": 1,
@@ -71,12 +73,23 @@ func Example() {
 	//       "time_ms": 1500.25,
 	//       "send_bytes": 0,
 	//       "peak_memory_bytes": 2000750000,
-	//       "alive_micro_batches": 1
+	//       "alive_micro_batches": 1,
+	//       "start_ms": 500.25,
+	//       "end_ms": 6501.25
 	//     }
 	//   ],
 	//   "bottleneck_ms": 1500.25,
 	//   "objective_ms": 1500.25,
-	//   "step_ms": 7501.250000000001,
-	//   "bubble_fraction": 0.20000000000000007
+	//   "step_ms": 7501.25,
+	//   "bubble_fraction": 0.2,
+	//   "exact": {
+	//     "units": 4,
+	//     "reduced_units": 4,
+	//     "epsilon": 0,
+	//     "downsets": 5,
+	//     "lower_bound_ms": 1500.25,
+	//     "gap": 0,
+	//     "optimal": true
+	//   }
 	// }
 }

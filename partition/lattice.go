@@ -13,6 +13,8 @@ import (
 // one subtraction. For "pipedream" it is the chain of prefixes of the
 // unit order; for "exact" every downset.
 type lattice struct {
+	u     *units // the units and model the lattice was built on
+	m     *model
 	n     int // ideals
 	units int
 	words int      // bitset words per ideal; 0 for the chain
@@ -31,6 +33,9 @@ type lattice struct {
 	launch     []float64 // smallest launch overhead over classes
 	params     []int64
 	stash      []int64
+	// parent[i] ∪ {added[i]} = ideal i (a spanning tree of the cover
+	// edges), so reweight can redo the sums for another model.
+	parent, added []int32
 }
 
 var errTooManyIdeals = errors.New("too many downsets")
@@ -132,12 +137,15 @@ func (l *lattice) extend(u *units, m *model, parent int32, v int32, member func(
 	}
 	l.cut = append(l.cut, cut)
 	l.size = append(l.size, l.size[parent]+1)
+	l.parent = append(l.parent, parent)
+	l.added = append(l.added, v)
 	l.n++
 }
 
 func newLattice(u *units, m *model) *lattice {
 	nc := len(m.classes)
 	return &lattice{
+		u: u, m: m, parent: []int32{-1}, added: []int32{-1},
 		units: u.n, nc: nc, n: 1, size: []int32{0}, cut: []int64{0}, fast: []float64{0}, launch: []float64{0},
 		params: []int64{0}, stash: []int64{0},
 		fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc),
@@ -240,6 +248,18 @@ func idealLattice(u *units, m *model, max int) (*lattice, error) {
 		fill[e.from]++
 	}
 	return l, nil
+}
+
+// reweight is the same lattice (ideals, covers) with the sums and cuts
+// of another model and units over the same unit numbering and edges.
+func (l *lattice) reweight(u *units, m *model) *lattice {
+	r := newLattice(u, m)
+	for i := 1; i < l.n; i++ {
+		i := int32(i)
+		r.extend(u, m, l.parent[i], l.added[i], func(x int32) bool { return l.has(i, x) })
+	}
+	r.words, r.bits, r.coverStart, r.cover = l.words, l.bits, l.coverStart, l.cover
+	return r
 }
 
 // fastest is unit v's compute (launches excluded) on its fastest class.

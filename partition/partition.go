@@ -65,9 +65,21 @@ type Options struct {
 	// MaxIdeals bounds how many downsets "exact" enumerates before it
 	// falls back to "pipedream"; 0 means 200,000.
 	MaxIdeals int
+	// SearchIdeals is how many downsets "exact" aims to search. A unit
+	// graph with at most that many is searched as it is (the plan is then
+	// proven optimal); a larger one has its side branches under ε merged,
+	// then under 4ε and 16ε while the downsets still pass SearchIdeals,
+	// trading a looser optimality bound for speed (the search time grows
+	// about with the square of the downsets); 0 means 6,000.
+	SearchIdeals int
 	// TimeLimit bounds the "exact" search; 0 means 30 s. Past it, exact
 	// falls back to "pipedream" with a warning.
 	TimeLimit time.Duration
+	// Epsilon is the share of the graph's compute under which "exact"
+	// merges a side branch into its neighbour before enumerating downsets
+	// (see Plan.Exact for the optimality bound this costs); 0 means
+	// 0.001, a negative value merges nothing.
+	Epsilon float64
 }
 
 func (o Options) withDefaults() Options {
@@ -83,8 +95,14 @@ func (o Options) withDefaults() Options {
 	if o.MaxIdeals <= 0 {
 		o.MaxIdeals = 200_000
 	}
+	if o.SearchIdeals <= 0 {
+		o.SearchIdeals = 6_000
+	}
 	if o.TimeLimit <= 0 {
 		o.TimeLimit = 30 * time.Second
+	}
+	if o.Epsilon == 0 {
+		o.Epsilon = 0.001
 	}
 	return o
 }
@@ -257,7 +275,7 @@ func (p *Problem) bestOverM(ctx context.Context, name string, solve func(M int) 
 			continue
 		}
 		pl := p.report(name, s)
-		if best == nil || pl.StepMs < best.StepMs*(1-1e-12) {
+		if best == nil || pl.step < best.step*(1-1e-12) {
 			best = pl
 		}
 	}

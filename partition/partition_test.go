@@ -7,7 +7,9 @@ import (
 	"testing"
 )
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+// near compares plan numbers, rounded to the nanosecond in ms, with a
+// reference.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6+1e-9*math.Abs(b) }
 
 // stageOps is each stage's forward op names.
 func stageOps(pl *Plan) [][]string {
@@ -172,6 +174,11 @@ func TestSchedules(t *testing.T) {
 		}
 		if !slices.Equal(tl.alive, tc.alive) {
 			t.Errorf("%s: alive %v, want %v", tc.sched, tl.alive, tc.alive)
+		}
+		// Stage i starts after i forwards of micro-batch 0 and ends i
+		// backwards before the step does.
+		if !slices.Equal(tl.start, []float64{0, 1, 2, 3}) || !slices.Equal(tl.end, []float64{22, 21, 20, 19}) {
+			t.Errorf("%s: stages run %v to %v, want [0 1 2 3] to [22 21 20 19]", tc.sched, tl.start, tl.end)
 		}
 	}
 	// Inference: forwards only, (M + S - 1) f.

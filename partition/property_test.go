@@ -14,12 +14,16 @@ import (
 )
 
 // randomDAG makes n forward ops with random edges i -> j (i < j), sizes
-// and weights, from a fixed seed.
-func randomDAG(rng *rand.Rand, n int) []fwdOp {
+// and weights, from a fixed seed. A share tiny of them are side ops of
+// 10 kFLOP, 1 kB outputs and no weights, which "exact" merges away.
+func randomDAG(rng *rand.Rand, n int, tiny float64) []fwdOp {
 	ops := make([]fwdOp, n)
 	for j := 0; j < n; j++ {
 		ops[j] = fwdOp{name: fmt.Sprintf("op%d", j), gflops: 0.5 + 2.5*rng.Float64(),
 			out: int64(1e6 * math.Pow(10, 3*rng.Float64())), param: int64(1e8 * math.Pow(10, 1.5*rng.Float64()))}
+		if j > 0 && rng.Float64() < tiny {
+			ops[j].gflops, ops[j].out, ops[j].param = 1e-5, 1e3, 0
+		}
 		for i := 0; i < j; i++ {
 			if rng.Float64() < 0.35 {
 				ops[j].inputs = append(ops[j].inputs, ops[i].name)
@@ -115,29 +119,38 @@ func propertyCluster() *cluster.Cluster {
 		graphtest.Device{FLOPS: 2 * giga, Memory: 2e9})
 }
 
-// TestAgainstBruteForce: on random DAGs, exact equals brute force over all
-// contiguous cuts, pipedream equals brute force over the prefixes of its
-// order, and exact is never worse than pipedream or gpipe.
+// TestAgainstBruteForce: on random DAGs of 2 to 14 ops, pipedream equals
+// brute force over the prefixes of its order, and exact equals brute
+// force over all contiguous cuts and is never worse than pipedream or
+// gpipe. Forced to reduce (SearchIdeals 1, so ε grows to 16ε), exact
+// equals the better of pipedream and brute force over the reduced graph,
+// and its lower bound equals brute force over the relaxed graph and is at
+// most the optimum over all cuts (equal to it when the plan claims
+// optimality).
 func TestAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	c := propertyCluster()
-	feasible, split := 0, 0
+	const trials = 60
+	feasible, split, reduced := 0, 0, 0
 	defer func() {
 		// The trials must exercise the search, not only infeasibility.
-		if feasible < 25 || split < 10 {
-			t.Errorf("only %d of 40 trials feasible, %d of them multi-stage", feasible, split)
+		if feasible < 40 || split < 15 || reduced < 10 {
+			t.Errorf("only %d of %d trials feasible, %d of them multi-stage, %d reduced", feasible, trials, split, reduced)
 		}
-		t.Logf("%d of 40 trials feasible, %d with several stages", feasible, split)
+		t.Logf("%d of %d trials feasible, %d with several stages, %d with units merged", feasible, trials, split, reduced)
 	}()
-	for trial := 0; trial < 40; trial++ {
-		n := 2 + rng.IntN(7)
-		ops := randomDAG(rng, n)
+	for trial := 0; trial < trials; trial++ {
+		n := 2 + rng.IntN(13)
+		tiny := []float64{0, 0.4}[rng.IntN(2)]
+		ops := randomDAG(rng, n, tiny)
 		training := rng.IntN(3) > 0
 		opts := Options{MicroBatches: []int{1, 2, 4}[rng.IntN(3)], Schedule: []Schedule{OneFOneB, GPipe}[rng.IntN(2)],
 			Objective: []Objective{Throughput, Latency}[rng.IntN(4)/3]}
-		name := fmt.Sprintf("trial%d/n%d/train=%v/%s/%s/M%d", trial, n, training, opts.Schedule, opts.Objective, opts.MicroBatches)
+		name := fmt.Sprintf("trial%d/n%d/tiny%v/train=%v/%s/%s/M%d", trial, n, tiny, training, opts.Schedule, opts.Objective, opts.MicroBatches)
 		t.Run(name, func(t *testing.T) {
-			p := newTestProblem(t, buildGraph(ops, training), c, opts)
+			g := buildGraph(ops, training)
+			p := newTestProblem(t, g, c, opts)
+			M := opts.MicroBatches
 			il, err := idealLattice(p.u, p.m, 1<<20)
 			if err != nil {
 				t.Fatal(err)
@@ -145,32 +158,21 @@ func TestAgainstBruteForce(t *testing.T) {
 			if want := countIdeals(p.u); il.n != want {
 				t.Fatalf("enumerated %d downsets, subset test finds %d", il.n, want)
 			}
-			wantExact := bruteForce(p, il, opts.MicroBatches) * 1e3
-			wantPD := bruteForce(p, chainLattice(p.u, p.m), opts.MicroBatches) * 1e3
+			wantAll := bruteForce(p, il, M) * 1e3
+			wantPD := bruteForce(p, chainLattice(p.u, p.m), M) * 1e3
+			same := func(a, b float64) bool { return near(a, b) || math.IsInf(a, 1) && math.IsInf(b, 1) }
 			got := map[string]float64{}
 			for _, part := range []string{"exact", "pipedream", "gpipe"} {
-				pr, _ := New(part)
-				pl, err := pr.Partition(context.Background(), p)
-				var inf *InfeasibleError
-				switch {
-				case err == nil:
-					got[part] = pl.ObjectiveMs
-					if part == "exact" {
-						feasible++
-						if len(pl.Stages) > 1 {
-							split++
-						}
-					}
-				case errors.As(err, &inf):
-					got[part] = math.Inf(1)
-				default:
-					t.Fatalf("%s: %v", part, err)
+				pl, err := partitionOrInf(t, part, p)
+				got[part] = pl
+				if err == nil && part == "exact" {
+					feasible++
 				}
 			}
-			if !(near(got["exact"], wantExact) || math.IsInf(wantExact, 1) && math.IsInf(got["exact"], 1)) {
-				t.Errorf("exact %v ms, brute force %v ms", got["exact"], wantExact)
+			if !same(got["exact"], wantAll) {
+				t.Errorf("exact %v ms, brute force %v ms", got["exact"], wantAll)
 			}
-			if !(near(got["pipedream"], wantPD) || math.IsInf(wantPD, 1) && math.IsInf(got["pipedream"], 1)) {
+			if !same(got["pipedream"], wantPD) {
 				t.Errorf("pipedream %v ms, brute force over prefixes %v ms", got["pipedream"], wantPD)
 			}
 			for _, other := range []string{"pipedream", "gpipe"} {
@@ -178,6 +180,75 @@ func TestAgainstBruteForce(t *testing.T) {
 					t.Errorf("exact %v ms worse than %s %v ms", got["exact"], other, got[other])
 				}
 			}
+
+			// Forced reduction: the same graph searched after merging.
+			forced := opts
+			forced.SearchIdeals = 1
+			pf := newTestProblem(t, g, c, forced)
+			pr, _ := New("exact")
+			pl, err := pr.Partition(context.Background(), pf)
+			var inf *InfeasibleError
+			if errors.As(err, &inf) {
+				if !math.IsInf(wantPD, 1) {
+					t.Errorf("forced reduction infeasible, pipedream finds %v ms", wantPD)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pl.Stages) > 1 {
+				split++
+			}
+			if pl.ObjectiveMs < wantAll-1e-6 {
+				t.Errorf("reduced exact %v ms beats brute force over all cuts %v ms", pl.ObjectiveMs, wantAll)
+			}
+			eps := 16 * pf.Options.Epsilon
+			red := reduce(pf.u, pf.m, eps)
+			if red == nil {
+				if pl.Exact.Epsilon != 0 || !near(pl.ObjectiveMs, wantAll) || !pl.Exact.Optimal {
+					t.Errorf("nothing to merge, yet exact gives %v ms (%+v), brute force %v ms", pl.ObjectiveMs, pl.Exact, wantAll)
+				}
+				return
+			}
+			reduced++
+			if pl.Exact.Epsilon != eps {
+				t.Fatalf("searched at ε = %v, want %v", pl.Exact.Epsilon, eps)
+			}
+			rl, err := idealLattice(red.real, red.m, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(bruteForce(pf, rl, M)*1e3, wantPD); !near(pl.ObjectiveMs, want) {
+				t.Errorf("reduced exact %v ms, brute force over the reduced graph (or pipedream) %v ms", pl.ObjectiveMs, want)
+			}
+			wantLB := bruteForce(pf, rl.reweight(red.relaxU, red.relaxM), M) * 1e3
+			if wantLB > wantAll*(1+1e-9) {
+				t.Errorf("relaxed optimum %v ms above the optimum over all cuts %v ms: not a lower bound", wantLB, wantAll)
+			}
+			if !near(pl.Exact.LowerBoundMs, wantLB) {
+				t.Errorf("lower bound %v ms, brute force over the relaxed graph %v ms", pl.Exact.LowerBoundMs, wantLB)
+			}
+			if pl.Exact.Optimal && !near(pl.ObjectiveMs, wantAll) {
+				t.Errorf("exact claims optimality at %v ms, brute force finds %v ms", pl.ObjectiveMs, wantAll)
+			}
 		})
 	}
+}
+
+// partitionOrInf runs a partitioner and returns its objective, +Inf when
+// nothing fits.
+func partitionOrInf(t *testing.T, name string, p *Problem) (float64, error) {
+	t.Helper()
+	pr, _ := New(name)
+	pl, err := pr.Partition(context.Background(), p)
+	var inf *InfeasibleError
+	switch {
+	case err == nil:
+		return pl.ObjectiveMs, nil
+	case errors.As(err, &inf):
+		return math.Inf(1), err
+	}
+	t.Fatalf("%s: %v", name, err)
+	return 0, err
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"math"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -28,9 +29,38 @@ type Plan struct {
 	// pipelined part of the step.
 	BubbleFraction float64  `json:"bubble_fraction"`
 	Warnings       []string `json:"warnings,omitempty"`
+	// Exact says how the "exact" partitioner searched and how close to
+	// the optimum its plan is proven to be; nil for the others.
+	Exact *ExactInfo `json:"exact,omitempty"`
 	// OpStage is the stage of every op (indexed by graph.OpID).
 	OpStage []int `json:"-"`
+
+	value, step float64 // unrounded objective and step, seconds
 }
+
+// ExactInfo is the search and optimality certificate of an "exact" plan.
+type ExactInfo struct {
+	// Units is the unit graph's size; ReducedUnits what remained after
+	// merging side branches whose compute was under Epsilon of the total
+	// (0: nothing merged); Downsets how many cuts the search covered.
+	Units        int     `json:"units"`
+	ReducedUnits int     `json:"reduced_units"`
+	Epsilon      float64 `json:"epsilon"`
+	Downsets     int     `json:"downsets"`
+	// LowerBoundMs is a proven lower bound on the objective of every split
+	// of the unit graph at this plan's micro-batch count (the optimum of
+	// the reduced graph with the merged units made free); Gap is how far
+	// above it the plan is, as a fraction of the plan's objective.
+	LowerBoundMs float64 `json:"lower_bound_ms"`
+	Gap          float64 `json:"gap"`
+	// Optimal is true when the plan is proven optimal over every
+	// contiguous split of the unit graph at its micro-batch count.
+	Optimal bool `json:"optimal"`
+}
+
+// ms converts seconds to milliseconds rounded to the nanosecond, so plans
+// print short, stable numbers (as plan.MS does).
+func ms(seconds float64) float64 { return math.Round(seconds*1e9) / 1e6 }
 
 // Stage is one pipeline stage.
 type Stage struct {
@@ -64,14 +94,19 @@ type Stage struct {
 	// AliveMicroBatches is how many micro-batches' activations the stage
 	// holds at its peak.
 	AliveMicroBatches int `json:"alive_micro_batches"`
+	// StartMs and EndMs are when the stage starts its first micro-batch
+	// and ends its last in the simulated step (before the all-reduce).
+	StartMs float64 `json:"start_ms"`
+	EndMs   float64 `json:"end_ms"`
 }
 
 // report turns a solution into a Plan, simulating its schedule.
 func (p *Problem) report(name string, s *solution) *Plan {
-	m, l, M := p.m, s.lat, s.M
+	l, M := s.lat, s.M
+	m, u := l.m, l.u
 	g := p.Graph
 	pl := &Plan{Partitioner: name, Schedule: p.Options.Schedule, Objective: p.Options.Objective,
-		Training: m.training, MicroBatches: M, ObjectiveMs: s.value * 1e3, OpStage: make([]int, len(g.Ops))}
+		Training: m.training, MicroBatches: M, ObjectiveMs: ms(s.value), value: s.value, OpStage: make([]int, len(g.Ops))}
 	S := len(s.stages)
 	f, b := make([]float64, S), make([]float64, S)
 	perStep := make([]float64, S)
@@ -85,7 +120,7 @@ func (p *Problem) report(name string, s *solution) *Plan {
 		f[i], b[i], perStep[i] = sc.fwd, sc.bwd, sc.perStep
 		cl := &m.classes[x.class]
 		st := Stage{Index: i, DeviceType: cl.name, Replicas: x.r,
-			ComputeMs: sc.compute * 1e3, CommMs: sc.comm * 1e3, SyncMs: sc.sync * 1e3, TimeMs: sc.time * 1e3,
+			ComputeMs: ms(sc.compute), CommMs: ms(sc.comm), SyncMs: ms(sc.sync), TimeMs: ms(sc.time),
 			SendBytes: l.cut[x.to]}
 		for _, d := range cl.devices[x.pos : x.pos+x.r] {
 			st.Devices = append(st.Devices, p.Costs.Cluster.Devices[d].Name)
@@ -94,7 +129,7 @@ func (p *Problem) report(name string, s *solution) *Plan {
 		var fwdNames []string
 		for _, v := range l.stageUnits(x.from, x.to) {
 			temps[i] = max(temps[i], m.temp[v])
-			for _, op := range p.u.ops[v] {
+			for _, op := range u.ops[v] {
 				pl.OpStage[op] = i
 				st.Ops = append(st.Ops, g.Ops[op].Name)
 				if g.Ops[op].Phase == graph.Forward {
@@ -109,22 +144,34 @@ func (p *Problem) report(name string, s *solution) *Plan {
 			st.FirstOp, st.LastOp = fwdNames[0], fwdNames[len(fwdNames)-1]
 			st.ModulePrefix = modulePrefix(fwdNames)
 		}
-		pl.BottleneckMs = max(pl.BottleneckMs, sc.time*1e3)
+		pl.BottleneckMs = max(pl.BottleneckMs, ms(sc.time))
 		pl.Stages = append(pl.Stages, st)
 	}
 	tl := simulateSchedule(f, b, M, p.Options.Schedule, m.training)
 	var busy, extra float64
 	for i := range pl.Stages {
 		pl.Stages[i].AliveMicroBatches = tl.alive[i]
+		pl.Stages[i].StartMs, pl.Stages[i].EndMs = ms(tl.start[i]), ms(tl.end[i])
 		pl.Stages[i].PeakMemoryBytes = memory(&costs[i], temps[i], tl.alive[i], s.stages[i].r, M)
 		busy += tl.busy[i]
 		extra = max(extra, perStep[i])
 	}
-	pl.StepMs = (tl.makespan + extra) * 1e3
+	pl.step = tl.makespan + extra
+	pl.StepMs = ms(pl.step)
 	if tl.makespan > 0 {
-		pl.BubbleFraction = 1 - busy/(float64(S)*tl.makespan)
+		pl.BubbleFraction = math.Round((1-busy/(float64(S)*tl.makespan))*1e9) / 1e9
 	}
 	return pl
+}
+
+// ModulePrefix is the longest common module path of op names ending at a
+// '/' ("/blocks.11/" for "/blocks.11/fc1/MatMul" and
+// "/blocks.11/fc2/MatMul"), or empty when they share none.
+func ModulePrefix(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return modulePrefix(names)
 }
 
 // modulePrefix is the longest common prefix of the names that ends at a

@@ -5,6 +5,8 @@ type timeline struct {
 	makespan float64 // end of the last forward or backward
 	busy     []float64
 	alive    []int // most micro-batches whose activations a stage held
+	// start and end of each stage's first and last task
+	start, end []float64
 }
 
 // simulateSchedule runs M micro-batches through stages whose forward and
@@ -61,7 +63,7 @@ func simulateSchedule(f, b []float64, M int, sched Schedule, training bool) time
 			fEnd[i][m], bEnd[i][m] = unset, unset
 		}
 	}
-	tl := timeline{busy: make([]float64, S), alive: make([]int, S)}
+	tl := timeline{busy: make([]float64, S), alive: make([]int, S), start: make([]float64, S), end: make([]float64, S)}
 	next := make([]int, S)
 	free := make([]float64, S)
 	live := make([]int, S)
@@ -97,6 +99,10 @@ func simulateSchedule(f, b []float64, M int, sched Schedule, training bool) time
 					live[i]--
 				}
 				tl.makespan = max(tl.makespan, free[i])
+				if next[i] == 0 {
+					tl.start[i] = free[i] - f[i] // the first task is a forward
+				}
+				tl.end[i] = free[i]
 				next[i]++
 				progress = true
 			}

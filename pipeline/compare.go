@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
@@ -26,6 +27,8 @@ type Outcome struct {
 	Solve time.Duration
 	// Notes are what the placer reported (see placer.Noter).
 	Notes []string
+	// Pipeline is the partition a pipeline strategy chose.
+	Pipeline *partition.Plan
 }
 
 // evaluate runs one placer on the problem and simulates its placement.
@@ -77,8 +80,11 @@ type ComparedDevice struct {
 type StrategyOutcome struct {
 	Strategy        string  `json:"strategy"`
 	PredictedStepMS float64 `json:"predicted_step_ms"`
-	// Gap is predicted / lower bound - 1.
+	// Gap is predicted / lower bound - 1. Pipeline strategies are held to
+	// the work part of the bound only (pipelining overlaps the critical
+	// path), given in their LowerBoundMS.
 	Gap              float64  `json:"gap"`
+	LowerBoundMS     float64  `json:"lower_bound_ms,omitempty"`
 	Fits             bool     `json:"fits"`
 	PeakMemoryBytes  []int64  `json:"peak_memory_bytes"`
 	CrossDeviceBytes int64    `json:"cross_device_bytes"`
@@ -93,7 +99,8 @@ func (c *Comparison) Outcomes() []Outcome { return c.outcomes }
 // CompareOptions says what to compare.
 type CompareOptions struct {
 	Options
-	// Strategies to run, in order; nil means every registered placer.
+	// Strategies to run, in order; nil means every registered placer and
+	// every pipeline partitioner.
 	Strategies []string
 	// New makes a placer by name; nil means placer.New. It lets callers
 	// configure a placer (ilp's groups and time limit).
@@ -105,26 +112,18 @@ type CompareOptions struct {
 func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	names := opts.Strategies
 	if names == nil {
-		names = placer.Names()
+		names = Strategies()
 	}
 	for _, n := range names {
-		if !slices.Contains(placer.Names(), n) {
-			return nil, &InputError{fmt.Errorf("unknown strategy %q: use one of %v", n, placer.Names())}
+		if !slices.Contains(Strategies(), n) {
+			return nil, &InputError{fmt.Errorf("unknown strategy %q: use one of %v", n, Strategies())}
 		}
 	}
 	newPlacer := opts.New
 	if newPlacer == nil {
 		newPlacer = placer.New
 	}
-	if opts.Strategy == "" {
-		opts.Strategy = Auto
-	}
-	if opts.Mode == "" {
-		opts.Mode = ModeTrain
-	}
-	if opts.Optimizer == "" {
-		opts.Optimizer = "adam"
-	}
+	opts.Options = opts.withDefaults()
 	r := &run{opts: opts.Options}
 	for _, st := range stages {
 		if st.name == "place" {
@@ -145,11 +144,17 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		c.Devices = append(c.Devices, ComparedDevice{d.Name, d.Memory})
 	}
 	for _, name := range names {
-		pl, err := newPlacer(name)
-		if err != nil {
-			return nil, err
+		var o Outcome
+		bound := r.bound
+		if part, ok := pipelinePartitioner(name); ok {
+			o, bound = evaluatePipeline(ctx, r, part), pipelineBound(r.bound)
+		} else {
+			pl, err := newPlacer(name)
+			if err != nil {
+				return nil, err
+			}
+			o = evaluate(ctx, r, name, pl)
 		}
-		o := evaluate(ctx, r, name, pl)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -164,8 +169,12 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			for _, t := range o.Sim.Transfers {
 				row.CrossDeviceBytes += t.Bytes
 			}
-			if lb := r.bound.Seconds(); lb > 0 {
-				row.Gap = float64(int64((o.Sim.Step/lb-1)*1e6+0.5)) / 1e6
+			if o.Pipeline != nil {
+				row.CrossDeviceBytes = crossDeviceBytes(o.Pipeline)
+				row.LowerBoundMS = plan.MS(bound.Seconds())
+			}
+			if lb := bound.Seconds(); lb > 0 {
+				row.Gap = plan.Fraction(o.Sim.Step/lb - 1)
 			}
 		}
 		c.Strategies = append(c.Strategies, row)

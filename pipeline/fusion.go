@@ -85,7 +85,7 @@ func fuseGraph(_ context.Context, r *run) error {
 	m := *r.model
 	m.Graph = c.Graph
 	r.model = &m
-	r.opts.fused = &fusedState{coarse: c}
+	r.fused = &fusedState{coarse: c}
 	if rep != nil {
 		rep.OpsAfter, rep.Passes, rep.Coarse = len(c.Graph.Ops), fu.Passes, c
 	}
@@ -143,7 +143,7 @@ func (m fusedCosts) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType
 // within the group. The result's graph and simulation are the original
 // graph's too; transfers name the same tensors in both.
 func expandFusion(r *run) error {
-	fs := r.opts.fused
+	fs := r.fused
 	if fs == nil || r.plan == nil {
 		return nil
 	}
@@ -174,7 +174,7 @@ func expandFusion(r *run) error {
 		slices.SortFunc(members, func(a, b graph.OpID) int { return pos[a] - pos[b] })
 		for _, f := range members {
 			op := po
-			op.Name, op.Type = fine.Ops[f].Name, fine.Ops[f].Type
+			op.Name, op.Type, op.Phase = fine.Ops[f].Name, fine.Ops[f].Type, fine.Ops[f].Phase.String()
 			ops = append(ops, op)
 			perDevice[op.Device]++
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
@@ -54,6 +55,12 @@ type Options struct {
 	// TensorFlow device string (default tf.DefaultTemplate).
 	RespectDevices bool
 	DeviceTemplate string
+	// Schedule (1f1b or gpipe), Objective (throughput or latency) and
+	// MicroBatches (0: the best count under memory) tune the pipeline
+	// strategies.
+	Schedule     string
+	Objective    string
+	MicroBatches int
 	// CostModel estimates op times; nil means the times the model file
 	// carries, if any, else the default Roofline.
 	CostModel cost.Model
@@ -63,9 +70,6 @@ type Options struct {
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.
 	FusionReport *FusionReport
-
-	// fused carries the fuse stage's result to assemble.
-	fused *fusedState
 }
 
 // Timing is how long one stage took.
@@ -103,6 +107,10 @@ type run struct {
 	sim      *sim.Result
 	tried    []plan.Candidate
 	plan     *plan.Plan
+	// pipeline is the partition a pipeline strategy chose.
+	pipeline *partition.Plan
+	// fused carries the fuse stage's result to assemble.
+	fused *fusedState
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -124,17 +132,33 @@ var stages = []stage{
 	{"assemble", assemble},
 }
 
+// withDefaults fills the options a caller left empty.
+func (o Options) withDefaults() Options {
+	if o.Strategy == "" {
+		o.Strategy = Auto
+	}
+	if o.Mode == "" {
+		o.Mode = ModeTrain
+	}
+	if o.Optimizer == "" {
+		o.Optimizer = "adam"
+	}
+	return o
+}
+
+// Strategies lists every strategy name plan accepts besides auto: the
+// placers, then the pipeline partitioners.
+func Strategies() []string {
+	names := placer.Names()
+	for _, p := range partition.Names() {
+		names = append(names, PipelineStrategy+":"+p)
+	}
+	return names
+}
+
 // Run plans a model on a cluster.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Strategy == "" {
-		opts.Strategy = Auto
-	}
-	if opts.Mode == "" {
-		opts.Mode = ModeTrain
-	}
-	if opts.Optimizer == "" {
-		opts.Optimizer = "adam"
-	}
+	opts = opts.withDefaults()
 	r := &run{opts: opts}
 	res := &Result{}
 	for _, st := range stages {
@@ -282,13 +306,25 @@ func lowerBound(_ context.Context, r *run) error {
 // place runs the chosen strategy, or for Auto every fast strategy, and
 // keeps the fitting plan with the shortest simulated step.
 func place(ctx context.Context, r *run) error {
+	if name, ok := pipelinePartitioner(r.opts.Strategy); ok {
+		o := evaluatePipeline(ctx, r, name)
+		if o.Err != nil {
+			return o.Err
+		}
+		if !o.Fits {
+			return overflow(r, o.Strategy, o.Sim)
+		}
+		r.bound = pipelineBound(r.bound)
+		r.sim, r.placed, r.pipeline, r.strategy = o.Sim, o.Placement, o.Pipeline, o.Strategy
+		return nil
+	}
 	names := []string{r.opts.Strategy}
 	if r.opts.Strategy == Auto {
 		names = AutoStrategies
 	} else if !slices.Contains(placer.Names(), r.opts.Strategy) {
-		return &InputError{fmt.Errorf("unknown strategy %q: use auto or one of %v", r.opts.Strategy, placer.Names())}
+		return &InputError{fmt.Errorf("unknown strategy %q: use auto, pipeline or one of %v", r.opts.Strategy, Strategies())}
 	}
-	var firstErr error
+	var fails []placer.Failure
 	for _, name := range names {
 		pl, err := placer.New(name)
 		if err != nil {
@@ -305,16 +341,15 @@ func place(ctx context.Context, r *run) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if firstErr == nil {
-				firstErr = o.Err
-			}
+			// evaluate gives a placement that overflows memory an error too.
+			fails = append(fails, placer.Failure{Strategy: name, Err: o.Err})
 			if o.Sim == nil {
 				r.tried = append(r.tried, plan.Candidate{Strategy: name, Error: o.Err.Error()})
 			}
 		}
 	}
 	if r.sim == nil {
-		return firstErr
+		return placer.CombineFailures(fails)
 	}
 	if r.opts.Strategy == Auto {
 		r.strategy = Auto + ":" + r.strategy
@@ -348,7 +383,7 @@ func assemble(_ context.Context, r *run) error {
 		Warnings:        r.model.Warnings,
 	}
 	if lb := r.bound.Seconds(); lb > 0 {
-		p.Gap = float64(int64((res.Step/lb-1)*1e6+0.5)) / 1e6
+		p.Gap = plan.Fraction(res.Step/lb - 1)
 	}
 	if len(r.tried) > 1 {
 		p.Candidates = slices.Clone(r.tried)
@@ -393,7 +428,11 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	r.plan = p
-	return expandFusion(r)
+	if err := expandFusion(r); err != nil {
+		return err
+	}
+	addPipeline(r)
+	return nil
 }
 
 // candidateRank orders fitting plans first, then ones that do not fit,

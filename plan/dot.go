@@ -45,11 +45,18 @@ func WriteDOT(w io.Writer, p *Plan, g *graph.Graph) error {
 	for _, op := range p.Ops {
 		byDevice[op.Device] = append(byDevice[op.Device], op)
 	}
+	stageOf := map[string]*Stage{}
+	for i := range p.Stages {
+		stageOf[p.Stages[i].Devices[0]] = &p.Stages[i]
+	}
 	for i, d := range p.Devices {
 		color := palette[i%len(palette)]
+		label := fmt.Sprintf("%s (%s): %d ops, busy %.3f ms", d.Name, d.Type, d.Ops, d.BusyMS)
+		if st := stageOf[d.Name]; st != nil {
+			label = fmt.Sprintf("stage %d on %s (%s): %d ops, %.3f ms per micro-batch", st.Index, strings.Join(st.Devices, ", "), d.Type, d.Ops, st.TimeMS)
+		}
 		fmt.Fprintf(&b, "  subgraph %s {\n", strconv.Quote(fmt.Sprintf("cluster_%d", i)))
-		fmt.Fprintf(&b, "    label=%s;\n    style=rounded;\n    color=%s;\n",
-			strconv.Quote(fmt.Sprintf("%s (%s): %d ops, busy %.3f ms", d.Name, d.Type, d.Ops, d.BusyMS)), strconv.Quote(color))
+		fmt.Fprintf(&b, "    label=%s;\n    style=rounded;\n    color=%s;\n", strconv.Quote(label), strconv.Quote(color))
 		for _, op := range byDevice[d.Name] {
 			fmt.Fprintf(&b, "    %s [label=%s, fillcolor=%s];\n", strconv.Quote(op.Name),
 				strconv.Quote(op.Name+"\n"+op.Type), strconv.Quote(color))

@@ -33,6 +33,17 @@ type Plan struct {
 	Devices          []Device   `json:"devices" yaml:"devices"`
 	Ops              []Op       `json:"ops" yaml:"ops"`
 	Transfers        []Transfer `json:"transfers" yaml:"transfers"`
+	// The pipeline fields are set by the pipeline strategies only.
+	// Schedule is gpipe or 1f1b; MicroBatches the count a step is split
+	// into; BottleneckMS the slowest stage's time per micro-batch,
+	// transfers and its share of weight synchronisation included (what
+	// the partitioners minimise); BubbleFraction the share of stage time
+	// idle in the pipelined part of the step.
+	Schedule       string  `json:"schedule,omitempty" yaml:"schedule,omitempty"`
+	MicroBatches   int     `json:"micro_batches,omitempty" yaml:"micro_batches,omitempty"`
+	BottleneckMS   float64 `json:"bottleneck_ms,omitempty" yaml:"bottleneck_ms,omitempty"`
+	BubbleFraction float64 `json:"bubble_fraction,omitempty" yaml:"bubble_fraction,omitempty"`
+	Stages         []Stage `json:"stages,omitempty" yaml:"stages,omitempty"`
 	// Candidates lists every strategy tried (for "auto"), best first.
 	Candidates []Candidate `json:"candidates,omitempty" yaml:"candidates,omitempty"`
 	// Warnings are problems with the input that did not stop the plan.
@@ -72,6 +83,35 @@ type Transfer struct {
 	EndMS   float64 `json:"end_ms" yaml:"end_ms"`
 }
 
+// Stage is one pipeline stage. Its devices hold replicas of the same ops;
+// the plan's ops name the first of them as their device.
+type Stage struct {
+	Index      int      `json:"index" yaml:"index"`
+	DeviceType string   `json:"device_type" yaml:"device_type"`
+	Devices    []string `json:"devices" yaml:"devices"`
+	Replicas   int      `json:"replicas" yaml:"replicas"`
+	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
+	// and last forward ops, and ModulePrefix their common module path
+	// ("/blocks.11/") when op names carry one: the split points to give
+	// torch.distributed.pipelining or DeepSpeed.
+	Ops          []string `json:"ops" yaml:"ops"`
+	FirstOp      string   `json:"first_op" yaml:"first_op"`
+	LastOp       string   `json:"last_op" yaml:"last_op"`
+	ModulePrefix string   `json:"module_prefix,omitempty" yaml:"module_prefix,omitempty"`
+	// Per micro-batch: compute, sends to the neighbouring stages, share
+	// of the per-step weight synchronisation, and their sum.
+	ComputeMS float64 `json:"compute_ms" yaml:"compute_ms"`
+	CommMS    float64 `json:"comm_ms" yaml:"comm_ms"`
+	SyncMS    float64 `json:"sync_ms" yaml:"sync_ms"`
+	TimeMS    float64 `json:"time_ms" yaml:"time_ms"`
+	// SendBytes is what the stage sends to the next per step.
+	SendBytes int64 `json:"send_bytes" yaml:"send_bytes"`
+	// PeakMemoryBytes is one device's parameters, activation stash and
+	// scratch; AliveMicroBatches how many micro-batches it stashes at once.
+	PeakMemoryBytes   int64 `json:"peak_memory_bytes" yaml:"peak_memory_bytes"`
+	AliveMicroBatches int   `json:"alive_micro_batches" yaml:"alive_micro_batches"`
+}
+
 // Candidate is one strategy's outcome when several were tried.
 type Candidate struct {
 	Strategy        string  `json:"strategy" yaml:"strategy"`
@@ -79,6 +119,9 @@ type Candidate struct {
 	Fits            bool    `json:"fits" yaml:"fits"`
 	Error           string  `json:"error,omitempty" yaml:"error,omitempty"`
 }
+
+// Fraction rounds a ratio to six decimals, so plans print stable numbers.
+func Fraction(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
 // MS converts seconds to milliseconds rounded to the nanosecond, so plans
 // print short, stable numbers.

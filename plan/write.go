@@ -98,6 +98,19 @@ func WriteTable(w io.Writer, p *Plan) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(p.Stages) > 0 {
+		fmt.Fprintf(w, "\npipeline: %s schedule, %d micro-batches, bottleneck %.3f ms per micro-batch, bubble %.1f%%\n",
+			p.Schedule, p.MicroBatches, p.BottleneckMS, 100*p.BubbleFraction)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "STAGE\tDEVICES\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
+		for _, s := range p.Stages {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\n", s.Index, strings.Join(s.Devices, ","), len(s.Ops),
+				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, formatBytes(s.SendBytes), formatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, warn := range p.Warnings {
 		if _, err := fmt.Fprintf(w, "warning: %s\n", warn); err != nil {
 			return err

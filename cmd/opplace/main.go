@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 )
@@ -60,10 +61,11 @@ func (e usageError) Unwrap() error { return e.error }
 
 func exitCode(err error) int {
 	var inf *placer.InfeasibleError
+	var pinf *partition.InfeasibleError
 	var in *pipeline.InputError
 	var use usageError
 	switch {
-	case errors.As(err, &inf):
+	case errors.As(err, &inf), errors.As(err, &pinf):
 		return exitInfeasible
 	case errors.As(err, &in), errors.As(err, &use):
 		return exitInvalid

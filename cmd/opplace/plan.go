@@ -26,6 +26,10 @@ type planFlags struct {
 	optimizer string
 	fusion    string
 	profile   string
+	// pipeline strategies
+	microBatches string
+	objective    string
+	schedule     string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -37,13 +41,19 @@ func newPlanCmd() *cobra.Command {
 		Short: "Place a model's ops on a cluster and simulate the step",
 		Long: `plan places every op of MODEL on a device of the cluster, simulates the step and
 prints the plan. Strategies: auto (default: run every fast strategy, keep the
-best), ` + strings.Join(placer.Names(), ", ") + `.
+best), ` + strings.Join(placer.Names(), ", ") + `, and pipeline parallelism:
+pipeline (the exact partitioner), pipeline:exact, pipeline:pipedream,
+pipeline:gpipe, which cut the graph into stages with replicas and simulate
+a GPipe or 1F1B schedule of --microbatches micro-batches.
 
 Without --out the plan goes to stdout in the -o format (json by default). With
 --out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
 gets the table unless -o says otherwise. Files are written atomically.`,
 		Example: `  # Plan ResNet-50 on four V100s and print a summary table
   opplace plan testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml -o table
+
+  # Pipeline parallelism: stages, replicas and micro-batches for GPT-2 on two hosts
+  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --dim batch=8 --strategy pipeline -o table
 
   # BERT with its symbolic batch bound, plan and Graphviz view to files
   opplace plan bert.onnx --cluster c.yaml --dim batch=16 --out plan.json --dot plan.dot
@@ -64,6 +74,9 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
+	fl.StringVar(&f.microBatches, "microbatches", "auto", "pipeline strategies: micro-batches per step, or auto (the best count under memory)")
+	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
+	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	return cmd
@@ -96,6 +109,10 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err := f.apply(&opts); err != nil {
 		return err
 	}
+	if opts.MicroBatches, err = pipeline.ParseMicroBatches(f.microBatches); err != nil {
+		return usageError{err}
+	}
+	opts.Objective, opts.Schedule = f.objective, f.schedule
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
 	if f.verbose && res != nil {

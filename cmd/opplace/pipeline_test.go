@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/plan"
+)
+
+// TestPipelinePlans runs the pipeline strategies end to end and checks the
+// plan's stage section against its op list.
+func TestPipelinePlans(t *testing.T) {
+	cl := filepath.Join(clusterDir, "8xA100-2host.yaml")
+	bert := filepath.Join(modelDir, "bert_base.onnx")
+	tests := []struct {
+		name   string
+		args   []string
+		micro  int // 0: any
+		sched  string
+		stages int // minimum
+	}{
+		{"exact, auto micro-batches", []string{"--strategy", "pipeline"}, 0, "1f1b", 2},
+		{"pipedream, 4 micro-batches", []string{"--strategy", "pipeline:pipedream", "--microbatches", "4"}, 4, "1f1b", 2},
+		{"gpipe split and schedule", []string{"--strategy", "pipeline:gpipe", "--schedule", "gpipe", "--microbatches", "8"}, 8, "gpipe", 2},
+		{"latency objective", []string{"--strategy", "pipeline:exact", "--objective", "latency", "--microbatches", "2"}, 2, "1f1b", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"plan", bert, "--dim", "batch=16", "--cluster", cl, "-o", "json"}, tc.args...)
+			code, stdout, stderr := invoke(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var p plan.Plan
+			if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(p.Strategy, "pipeline:") || p.Schedule != tc.sched || len(p.Stages) < tc.stages ||
+				tc.micro > 0 && p.MicroBatches != tc.micro || p.MicroBatches < 1 || p.MicroBatches > 16 {
+				t.Fatalf("strategy %q schedule %q, %d stages, %d micro-batches", p.Strategy, p.Schedule, len(p.Stages), p.MicroBatches)
+			}
+			if p.BottleneckMS <= 0 || p.PredictedStepMS < p.LowerBoundMS-1e-6 || p.BubbleFraction < 0 || p.BubbleFraction >= 1 {
+				t.Errorf("bottleneck %g, step %g, bound %g, bubble %g", p.BottleneckMS, p.PredictedStepMS, p.LowerBoundMS, p.BubbleFraction)
+			}
+			// Every op is in exactly one stage, on that stage's first device.
+			first := map[string]int{}
+			seen, total := map[string]bool{}, 0
+			for _, st := range p.Stages {
+				first[st.Devices[0]] = st.Index
+				total += len(st.Ops)
+				for _, name := range st.Ops {
+					if seen[name] {
+						t.Fatalf("op %s in two stages", name)
+					}
+					seen[name] = true
+				}
+				if st.FirstOp == "" || st.LastOp == "" || st.PeakMemoryBytes <= 0 || st.TimeMS > p.BottleneckMS+1e-6 {
+					t.Errorf("stage %+v", st)
+				}
+			}
+			if total != len(p.Ops) {
+				t.Errorf("stages hold %d ops, the plan %d", total, len(p.Ops))
+			}
+			for _, op := range p.Ops {
+				if _, ok := first[op.Device]; !ok || op.EndMS > p.PredictedStepMS+1e-6 {
+					t.Fatalf("op %+v is not on a stage's first device or ends after the step", op)
+				}
+			}
+			// Stage times bound the slowest one: the bottleneck.
+			var slowest float64
+			for _, st := range p.Stages {
+				slowest = max(slowest, st.TimeMS)
+			}
+			if slowest != p.BottleneckMS {
+				t.Errorf("slowest stage %g ms, bottleneck %g ms", slowest, p.BottleneckMS)
+			}
+		})
+	}
+	for _, bad := range [][]string{
+		{"--strategy", "pipeline:magic"},
+		{"--strategy", "pipeline", "--microbatches", "0"},
+		{"--strategy", "pipeline", "--microbatches", "64"}, // more than the batch of 16
+		{"--strategy", "pipeline", "--schedule", "zigzag"},
+	} {
+		args := append([]string{"plan", bert, "--dim", "batch=16", "--cluster", cl}, bad...)
+		if code, _, stderr := invoke(t, args...); code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, want 2 with one line: %s", bad, code, stderr)
+		}
+	}
+	// Same input, same bytes.
+	args := []string{"plan", bert, "--dim", "batch=16", "--cluster", cl, "--strategy", "pipeline", "-o", "json"}
+	_, a, _ := invoke(t, args...)
+	if _, b, _ := invoke(t, args...); a != b {
+		t.Error("two pipeline plans of the same input differ")
+	}
+}
