@@ -5,7 +5,7 @@
 GO       ?= go
 BIN      := bin/opplace
 PKGS     := ./...
-BENCHTIME ?= 3x
+BENCHTIME ?= 1x
 
 .PHONY: all setup build test bench lint fmt demo clean
 

@@ -50,11 +50,9 @@ type fusedState struct {
 func fuseGraph(_ context.Context, r *run) error {
 	mode := r.opts.Fusion
 	switch {
-	case mode == "":
+	case (mode == FusionAuto || mode == "") && r.model.Costs != nil && r.opts.CostModel == nil:
 		mode = FusionNone
-	case mode == FusionAuto && r.model.Costs != nil && r.opts.CostModel == nil:
-		mode = FusionNone
-	case mode == FusionAuto:
+	case mode == FusionAuto || mode == "":
 		mode = FusionHybrid
 	}
 	g := r.model.Graph

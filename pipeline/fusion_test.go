@@ -32,7 +32,7 @@ func TestFusionPlans(t *testing.T) {
 			o := opts(tc.model, "4xV100", tc.dims)
 			o.Mode = pipeline.ModeInfer
 			var none pipeline.FusionReport
-			o.FusionReport = &none
+			o.Fusion, o.FusionReport = pipeline.FusionNone, &none
 			plain, err := pipeline.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)

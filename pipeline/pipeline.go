@@ -65,7 +65,7 @@ type Options struct {
 	// carries, if any, else the default Roofline.
 	CostModel cost.Model
 	// Fusion is FusionAuto or a fusion mode (graph.FusionModes: none, vertical,
-	// horizontal, hybrid); "" means none. Placement then runs on the fused
+	// horizontal, hybrid); "" means FusionAuto. Placement then runs on the fused
 	// graph and the plan lists every original op. See fusion.go.
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.

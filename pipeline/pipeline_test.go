@@ -36,6 +36,7 @@ func opts(model, cl string, dims map[string]int64) pipeline.Options {
 
 func TestModes(t *testing.T) {
 	o := opts("resnet50", "4xV100", nil)
+	o.Fusion = pipeline.FusionNone // the training step itself is under test
 	o.Mode = pipeline.ModeInfer
 	infer, err := pipeline.Run(context.Background(), o)
 	if err != nil {

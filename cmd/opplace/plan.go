@@ -67,7 +67,7 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 	f.registerDevices(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
-	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "placement strategy: auto, "+strings.Join(placer.Names(), ", "))
+	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "placement strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
 	fl.StringVarP(&f.output, "output", "o", "", "stdout format: json, yaml or table (default json, or table with --out)")
 	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
 	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
