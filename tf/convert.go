@@ -37,20 +37,40 @@ type converter struct {
 	order []int
 	// vals[node][output] is what inference knows of each tensor.
 	vals [][]*value
-	// declared holds shapes known from the signature or recovered from
-	// consumers, by tensor name.
+	// declared holds, by tensor name, what is known of tensors beyond
+	// forward inference: the signature's shapes, deductions from
+	// consumers (backward.go) and assumptions (assumed). Rebuilt by
+	// every infer run.
 	declared map[string]*value
-	works    []graph.Work
+	// assumed holds the shapes settled by assumptions (assume.go); they
+	// survive infer runs.
+	assumed map[string]*value
+	// learned names the tensors whose shapes backward deduction added
+	// to; choices holds, by tensor name, alternatives deduction could not
+	// decide between.
+	learned map[string]bool
+	choices map[string][]*value
+	// strict makes a contradiction between forward inference and a
+	// declared shape an error (while trying guesses).
+	strict bool
+	works  []graph.Work
+	// consts caches the decoded Const values by node.
+	consts []*value
 	// guesses holds values chosen for scalar axis constants whose
-	// contents the model does not carry (see guessAxes).
-	guesses   map[string]int64
-	recovered []string
-	warnings  map[string]string
-	params    int64
+	// contents the model does not carry (see guess.go); deducedAxes and
+	// guessedAxes name them ("name=value") by how they were settled.
+	guesses                  map[string]int64
+	deducedAxes, guessedAxes []string
+	// assumedSame and assumedReshape name the tensors shaped by each
+	// assumption, for the warnings.
+	assumedSame, assumedReshape []string
+	warnings                    map[string]string
+	params                      int64
 }
 
 func newConverter(name string, opts Options, meta *jsMeta) *converter {
-	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{}, guesses: map[string]int64{}}
+	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{},
+		assumed: map[string]*value{}, guesses: map[string]int64{}}
 }
 
 func (c *converter) warn(key, msg string) {
@@ -97,22 +117,20 @@ func (c *converter) convert(gd *graphpb.GraphDef) (*graph.Graph, error) {
 	if err := c.infer(); err != nil {
 		return nil, err
 	}
-	if err := c.guessAxes(); err != nil {
+	if err := c.settle(); err != nil {
 		return nil, err
 	}
-	if len(c.recovered) > 0 {
-		sort.Strings(c.recovered)
-		ex := c.recovered[0]
-		c.warn("recovered", fmt.Sprintf("%d tensor shapes depend on constants whose values the model does not carry; they were recovered from the model's signature and the ops consuming them (e.g. %q), assuming an unknown dimension broadcast against a larger one equals it", len(c.recovered), ex))
-	}
+	c.settleWarnings()
 	return c.build()
 }
 
-// infer runs forward inference and backward shape recovery until
-// nothing new is learned, starting from the signature's shapes.
+// infer runs forward inference and backward deduction until nothing new
+// is learned, starting from the signature's shapes and the assumptions
+// made so far.
 func (c *converter) infer() error {
-	c.declared = map[string]*value{}
-	c.recovered = nil
+	c.declared = make(map[string]*value, len(c.assumed)+4)
+	c.learned = map[string]bool{}
+	c.choices = map[string][]*value{}
 	if c.meta != nil {
 		for name, s := range c.meta.outputs {
 			if v := c.bindSignature(s); v != nil {
@@ -120,27 +138,33 @@ func (c *converter) infer() error {
 			}
 		}
 	}
+	for name, v := range c.assumed {
+		if m, ok := meet(c.declared[name], v); ok {
+			c.declared[name] = m
+		}
+	}
 	for pass := 0; ; pass++ {
 		if err := c.inferAll(); err != nil {
 			return err
 		}
-		if pass == maxPasses || !c.recover() {
+		if pass == maxPasses || !c.deduce() {
 			return nil
 		}
 	}
 }
 
 // bindSignature turns a signature shape into a declared value, binding a
-// dynamic leading dimension with --batch.
+// dynamic leading dimension with --batch; other dynamic dimensions stay
+// unknown.
 func (c *converter) bindSignature(s []int64) *value {
 	v := &value{shape: clone(s), ranked: true}
 	for i, d := range v.shape {
-		if d < 0 && i == 0 && c.opts.Import.Batch > 0 {
-			v.shape[i] = c.opts.Import.Batch
+		if d < 0 {
+			v.shape[i] = unknownDim
+			if i == 0 && c.opts.Import.Batch > 0 {
+				v.shape[i] = c.opts.Import.Batch
+			}
 		}
-	}
-	if !v.known() {
-		return nil
 	}
 	return v
 }
@@ -297,7 +321,7 @@ func (c *converter) inferAll() error {
 		nd := tn.def
 		switch nd.GetOp() {
 		case "Const":
-			v, err := c.constValue(nd)
+			v, err := c.constant(i)
 			if err != nil {
 				return fmt.Errorf("node %s: %v", label(nd), err)
 			}
@@ -328,62 +352,111 @@ func (c *converter) inferAll() error {
 	return nil
 }
 
-// recover propagates known output shapes backwards to inputs whose
-// shapes forward inference could not find (see opDef.same, opDef.bcast),
-// recording them as declared shapes for the next pass. It reports
-// whether it learned anything.
-func (c *converter) recover() bool {
+// deduce runs the backward rules (backward.go) over the graph in
+// reverse order, so that a chain of deductions completes in one sweep,
+// recording what they learn as declared shapes for the next forward
+// pass. It reports whether it learned anything.
+func (c *converter) deduce() bool {
 	changed := false
-	learn := func(r ref, s []int64) {
-		src := &c.nodes[r.node]
-		if isSource(src.def.GetOp()) {
-			return
-		}
-		name := tensorName(src.def.GetName(), r.out)
-		if _, ok := c.declared[name]; ok {
-			return
-		}
-		if checkShape(s) != nil {
-			return
-		}
-		c.declared[name] = &value{shape: s, ranked: true}
-		c.recovered = append(c.recovered, name)
-		changed = true
-	}
-	for _, i := range c.order {
+	for k := len(c.order) - 1; k >= 0; k-- {
+		i := c.order[k]
 		tn := &c.nodes[i]
-		d := registry[tn.def.GetOp()]
-		if d == nil || len(c.vals[i]) == 0 || len(tn.ins) == 0 {
+		if isSource(tn.def.GetOp()) || len(tn.ins) == 0 {
 			continue
 		}
-		out := c.vals[i][0]
-		if !out.known() {
+		rule := backRuleFor(tn.def.GetOp())
+		if rule == nil {
 			continue
 		}
-		if d.same {
-			r := tn.ins[0]
-			if in := c.vals[r.node][r.out]; !in.known() && compatible(out.shape, in) {
-				learn(r, clone(out.shape))
-			}
-		}
-		if d.bcast {
-			for _, r := range tn.ins {
-				in := c.vals[r.node][r.out]
-				if in.known() || !in.ranked || len(in.shape) > len(out.shape) {
-					continue
-				}
-				s := clone(in.shape)
-				off := len(out.shape) - len(s)
-				for k := range s {
-					if s[k] < 0 {
-						s[k] = out.shape[off+k]
-					}
-				}
-				learn(r, s)
+		for j, cands := range rule(c.view(i)) {
+			if j < len(tn.ins) && len(cands) > 0 && c.learn(tn.ins[j], cands) {
+				changed = true
 			}
 		}
 	}
 	return changed
+}
+
+// view is node i as inference left it: current inputs and outputs.
+func (c *converter) view(i int) *node {
+	tn := &c.nodes[i]
+	nd := tn.def
+	n := &node{def: nd, name: nd.GetName(), op: nd.GetOp(), in: make([]*value, len(tn.ins)), out: c.vals[i]}
+	for k, r := range tn.ins {
+		n.in[k] = c.vals[r.node][r.out]
+	}
+	return n
+}
+
+// learn merges the candidate shapes a backward rule gives for tensor r
+// into what is known of it. Candidates that contradict it are dropped;
+// of several, only what all agree on is taken, and the alternatives are
+// kept for assumptions to choose from. It reports whether r's shape
+// gained anything.
+func (c *converter) learn(r ref, cands []*value) bool {
+	src := &c.nodes[r.node]
+	if isSource(src.def.GetOp()) {
+		return false
+	}
+	cur := c.vals[r.node][r.out]
+	var ok []*value
+	for _, cd := range cands {
+		if m, good := meet(cur, cd); good {
+			ok = append(ok, m)
+		}
+	}
+	if len(ok) == 0 {
+		return false
+	}
+	name := tensorName(src.def.GetName(), r.out)
+	m := ok[0]
+	if len(ok) > 1 {
+		c.choices[name] = ok
+		mm, good := meet(cur, common(ok))
+		if !good {
+			return false
+		}
+		m = mm
+	}
+	if !moreThan(m, cur) {
+		return false
+	}
+	if err := checkPartial(m); err != nil {
+		return false
+	}
+	hint, good := meet(c.declared[name], &value{shape: m.shape, ranked: m.ranked, count: m.numElems()})
+	if !good {
+		return false
+	}
+	c.declared[name] = hint
+	c.vals[r.node][r.out] = m
+	c.learned[name] = true
+	return true
+}
+
+// constant is node i's Const value, decoded once (inference runs many
+// times while settling missing values), with the value settled for it
+// if its contents are missing.
+func (c *converter) constant(i int) (*value, error) {
+	if c.consts == nil {
+		c.consts = make([]*value, len(c.nodes))
+	}
+	v := c.consts[i]
+	if v == nil {
+		var err error
+		if v, err = c.constValue(c.nodes[i].def); err != nil {
+			return nil, err
+		}
+		c.consts[i] = v
+	}
+	if g, ok := c.guesses[c.nodes[i].def.GetName()]; ok && !v.hasInts() {
+		ints := make([]int64, prod(v.shape))
+		for k := range ints {
+			ints[k] = g
+		}
+		return &value{dtype: v.dtype, shape: v.shape, ranked: v.ranked, ints: ints, fromConst: true}, nil
+	}
+	return v, nil
 }
 
 // constValue reads a Const node; for TF.js models the manifest gives the
@@ -410,12 +483,6 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == prod(v.shape) {
 				v.ints = ints
 			}
-		}
-	}
-	if g, ok := c.guesses[nd.GetName()]; ok && !v.hasInts() {
-		v.ints = make([]int64, prod(v.shape))
-		for i := range v.ints {
-			v.ints[i] = g
 		}
 	}
 	return v, nil

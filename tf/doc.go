@@ -43,15 +43,24 @@
 // A TF.js model's weight files hold the values of its shape-feeding
 // constants (reshape targets, pad amounts, axes). When they sit next to
 // model.json they are read; when they are absent, shapes are tracked
-// partially (known rank, unknown dimensions) and recovered: from the
-// signature's output shapes and backwards through shape-preserving and
-// broadcasting ops; by assuming the two computed operands of a binary op
-// with one unknown shape have the same shape (a residual add); and by
-// settling each scalar axis constant (ExpandDims, ConcatV2, ArgMax,
-// reductions) to the first value for which the rest of the graph infers
-// without error and with the most shapes known. Each of these draws a
-// warning naming what it assumed. Unknown ops keep going with a warning
-// and an estimated cost (graph.Work.Estimated).
+// partially (known rank, unknown dimensions, and the element count where
+// a Reshape keeps it) and recovered in two stages. First deduction,
+// which is always sound: forward inference alternates with backward
+// rules (backward.go) that say what an op's inputs must be given what is
+// known of its outputs — the signature's output shapes, Unpack/Pack,
+// ExpandDims/Squeeze, reductions and ArgMax, ConcatV2 (whose unknown
+// axis is deduced where an input differs from the output), GatherNd,
+// Transpose, Pad and numpy broadcasting — and a known element count
+// fills a single unknown dimension. Then, only for what deduction leaves
+// open (settle, guess.go): axis constants that one value fits are set to
+// it; computed operands of one rank meeting in a broadcasting op are
+// assumed the same size (a residual add); a reshape output takes, of the
+// shapes its count and consumers allow, the one keeping its input's
+// leading and trailing dimensions; and a remaining axis constant is set
+// to the first value with which the graph infers without contradiction
+// and with the most shapes known. Each assumption is checked by a strict
+// inference run and named in a warning. Unknown ops keep going with a
+// warning and an estimated cost (graph.Work.Estimated).
 //
 // # Cost convention
 //

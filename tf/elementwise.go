@@ -123,9 +123,6 @@ func inferBinary(boolOut bool) func(n *node) error {
 		if err != nil || v == nil {
 			return err
 		}
-		if s := sameActivations(n.in); s != nil {
-			v.shape = s
-		}
 		v.dtype = n.dt()
 		if boolOut {
 			v.dtype = graph.Bool
@@ -151,29 +148,6 @@ func inferSelect(n *node) error {
 	}
 	v.dtype = n.input(1).dtype
 	return n.setValue(0, v)
-}
-
-// sameActivations handles two computed tensors of one rank, one fully
-// known and one not (its size decided by constants whose values are
-// unknown): they are taken to have the same shape, as in a residual add.
-// Broadcasting one activation against another of the same rank is rare;
-// broadcasting against weights is not, which is why Const operands are
-// excluded.
-func sameActivations(in []*value) []int64 {
-	if len(in) != 2 || in[0] == nil || in[1] == nil || in[0].fromConst || in[1].fromConst {
-		return nil
-	}
-	a, b := in[0], in[1]
-	if !a.ranked || !b.ranked || len(a.shape) != len(b.shape) || a.known() == b.known() {
-		return nil
-	}
-	if b.known() {
-		a, b = b, a
-	}
-	if !compatible(a.shape, b) {
-		return nil
-	}
-	return clone(a.shape)
 }
 
 // broadcastIndex maps flat index idx of shape out to the flat index of a

@@ -119,7 +119,8 @@ func TestFixtures(t *testing.T) {
 				t.Errorf("%s: kind %v, want %v", path, m.Kind, want)
 			}
 			for _, w := range m.Warnings {
-				if strings.Contains(w, "recovered") || strings.Contains(w, "axis constants") || strings.Contains(w, "unknown shapes") {
+				if strings.Contains(w, "recovered") || strings.Contains(w, "axis constants") || strings.Contains(w, "unknown shapes") ||
+					strings.Contains(w, "assumed") {
 					t.Errorf("%s: %s", path, w)
 				}
 			}

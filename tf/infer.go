@@ -245,10 +245,28 @@ func (c *converter) inferNode(n *node) error {
 		if v == nil {
 			v = unknown(dt)
 		}
-		if dec := n.declared[i]; dec != nil && !v.known() && compatible(dec.shape, v) {
-			v = &value{dtype: v.dtype, shape: clone(dec.shape), ranked: true}
-			if v.dtype == graph.Undefined {
-				v.dtype = dec.dtype
+		if i == 0 && d != nil && d.same && !v.known() && v.count == 0 {
+			if x := n.input(0); x != nil {
+				v.count = x.numElems()
+			}
+		}
+		if dec := n.declared[i]; dec != nil && !v.known() {
+			m, ok := meet(v, dec)
+			switch {
+			case ok:
+				v = m
+			case c.strict:
+				return fmt.Errorf("output %d: inferred shape %s contradicts %s, known from the signature or the ops consuming it", i, v, dec)
+			}
+		} else if dec != nil && c.strict {
+			if _, ok := meet(v, dec); !ok {
+				return fmt.Errorf("output %d: inferred shape %s contradicts %s, known from the signature or the ops consuming it", i, v, dec)
+			}
+		}
+		if v.count > 0 && !v.known() && v.ranked {
+			v = &value{dtype: v.dtype, shape: clone(v.shape), ranked: true, count: v.count, fromConst: v.fromConst}
+			if !complete(v) && c.strict {
+				return fmt.Errorf("output %d: shape %s cannot hold %d elements", i, v, v.count)
 			}
 		}
 		n.out[i] = v

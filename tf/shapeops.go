@@ -48,14 +48,18 @@ func inferReshape(n *node) error {
 	}
 	target, err := n.ints(1)
 	if err != nil {
+		// The target's values are missing (a TF.js model without its
+		// weights): its length is the rank, and the count is kept.
 		if t.known() && t.rank() == 1 {
-			if t.shape[0] == 1 && x.known() {
-				return n.set(0, n.dt(), []int64{x.elems()}) // flattening: the only rank-1 shape
+			if t.shape[0] == 1 && x.numElems() > 0 {
+				return n.set(0, n.dt(), []int64{x.numElems()}) // flattening: the only rank-1 shape
 			}
 			if t.shape[0] > maxRank {
 				return fmt.Errorf("shape has %d dimensions, more than any real tensor", t.shape[0])
 			}
-			return n.setValue(0, partial(n.dt(), int(t.shape[0])))
+			v := partial(n.dt(), int(t.shape[0]))
+			v.count = x.numElems()
+			return n.setValue(0, v)
 		}
 		return errPartial
 	}
@@ -73,16 +77,16 @@ func inferReshape(n *node) error {
 		}
 	}
 	if infer >= 0 {
-		if !x.known() {
-			v := &value{dtype: n.dt(), shape: out, ranked: true}
-			return n.setValue(0, v)
+		if x.numElems() == 0 {
+			out[infer] = unknownDim
+			return n.setValue(0, &value{dtype: n.dt(), shape: out, ranked: true})
 		}
-		if known == 0 || x.elems()%known != 0 {
-			return fmt.Errorf("cannot reshape %s (%d elements) to %v", x, x.elems(), target)
+		if known == 0 || x.numElems()%known != 0 {
+			return fmt.Errorf("cannot reshape %s (%d elements) to %v", x, x.numElems(), target)
 		}
-		out[infer] = x.elems() / known
-	} else if x.known() && x.elems() != known {
-		return fmt.Errorf("cannot reshape %s (%d elements) to %v (%d elements)", x, x.elems(), target, known)
+		out[infer] = x.numElems() / known
+	} else if x.numElems() > 0 && x.numElems() != known {
+		return fmt.Errorf("cannot reshape %s (%d elements) to %v (%d elements)", x, x.numElems(), target, known)
 	}
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
 	if x.hasInts() {
@@ -286,18 +290,16 @@ func inferPack(n *node) error {
 	if len(n.in) == 0 {
 		return fmt.Errorf("needs at least one input")
 	}
-	var base *value
-	for _, v := range n.in {
-		if v.ranked {
-			if base != nil && len(base.shape) != len(v.shape) {
-				return fmt.Errorf("inputs have different ranks")
-			}
-			if base == nil || !base.known() {
-				base = v
-			}
+	// Every input has one shape: merge what each says of it.
+	base := &value{}
+	for i, v := range n.in {
+		m, ok := meet(base, &value{shape: v.shape, ranked: v.ranked})
+		if !ok {
+			return fmt.Errorf("input %d has shape %s, unlike the others (%s)", i, v, base)
 		}
+		base = m
 	}
-	if base == nil {
+	if !base.ranked {
 		return errPartial
 	}
 	r := len(base.shape) + 1

@@ -37,6 +37,10 @@ type value struct {
 	ints []int64
 	// fromConst marks a Const node's value (a weight, not an activation).
 	fromConst bool
+	// count is the element count when the shape is only partly known
+	// but the count is (the output of a Reshape whose target values are
+	// missing keeps its input's count); 0 when unknown.
+	count int64
 }
 
 // unknown returns a value of unknown shape.
@@ -77,6 +81,18 @@ func (v *value) elems() int64 {
 		return 0
 	}
 	return prod(v.shape)
+}
+
+// numElems is the element count: the product of a known shape, else the
+// tracked count (0 when unknown).
+func (v *value) numElems() int64 {
+	if v.known() {
+		return prod(v.shape)
+	}
+	if v == nil {
+		return 0
+	}
+	return v.count
 }
 
 // hasInts reports whether the contents are known.
