@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/opplace/opplace/internal/minheap"
 )
 
 // Adjacency is the op-level edge structure of a graph in compressed form:
@@ -103,20 +105,20 @@ func (g *Graph) TopoOrder(adj *Adjacency) ([]OpID, error) {
 	for i := 0; i < n; i++ {
 		indeg[i] = int32(len(adj.Preds(OpID(i))))
 	}
-	ready := &idHeap{}
+	ready := minheap.New(func(a, b OpID) bool { return a < b })
 	for i := 0; i < n; i++ {
 		if indeg[i] == 0 {
-			ready.push(OpID(i))
+			ready.Push(OpID(i))
 		}
 	}
 	order := make([]OpID, 0, n)
-	for ready.len() > 0 {
-		v := ready.pop()
+	for ready.Len() > 0 {
+		v := ready.Pop()
 		order = append(order, v)
 		for _, s := range adj.Succs(v) {
 			indeg[s]--
 			if indeg[s] == 0 {
-				ready.push(s)
+				ready.Push(s)
 			}
 		}
 	}
@@ -158,46 +160,5 @@ func (g *Graph) findCycle(adj *Adjacency, indeg []int32) *CycleError {
 				break
 			}
 		}
-	}
-}
-
-// idHeap is a binary min-heap of op IDs, hand-rolled because
-// container/heap's interface boxing doubles the cost of a million-op sort.
-type idHeap struct{ a []OpID }
-
-func (h *idHeap) len() int { return len(h.a) }
-
-func (h *idHeap) push(v OpID) {
-	h.a = append(h.a, v)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.a[p] <= h.a[i] {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *idHeap) pop() OpID {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.a[l] < h.a[m] {
-			m = l
-		}
-		if r < last && h.a[r] < h.a[m] {
-			m = r
-		}
-		if m == i {
-			return top
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
 	}
 }

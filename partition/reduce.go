@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -207,21 +208,21 @@ func reduce(u *units, m *model, eps float64) *reduction {
 	for _, a := range anchors {
 		indeg[a] = len(preds[a])
 	}
-	h := &idHeap{}
+	h := minheap.New(func(a, b int32) bool { return a < b })
 	for _, a := range anchors {
 		if indeg[a] == 0 {
-			h.push(a)
+			h.Push(a)
 		}
 	}
 	id := make([]int32, u.n)
 	var topo []int32
-	for h.len() > 0 {
-		a := h.pop()
+	for h.Len() > 0 {
+		a := h.Pop()
 		id[a] = int32(len(topo))
 		topo = append(topo, a)
 		for _, s := range succs[a] {
 			if indeg[s]--; indeg[s] == 0 {
-				h.push(s)
+				h.Push(s)
 			}
 		}
 	}

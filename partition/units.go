@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -158,22 +159,22 @@ func buildUnits(g *graph.Graph, free func(graph.OpID) bool) (*units, error) {
 		succ[e[0]] = append(succ[e[0]], e[1])
 		indeg[e[1]]++
 	}
-	h := &idHeap{}
+	h := minheap.New(func(a, b int32) bool { return a < b })
 	for _, r := range roots {
 		if indeg[r] == 0 {
-			h.push(r)
+			h.Push(r)
 		}
 	}
 	id := make([]int32, n) // by root
 	var topo []int32
-	for h.len() > 0 {
-		r := h.pop()
+	for h.Len() > 0 {
+		r := h.Pop()
 		id[r] = int32(len(topo))
 		topo = append(topo, r)
 		for _, s := range succ[r] {
 			indeg[s]--
 			if indeg[s] == 0 {
-				h.push(s)
+				h.Push(s)
 			}
 		}
 	}
@@ -358,45 +359,5 @@ func (u *units) buildCrossing(g *graph.Graph) {
 		for _, c := range cons {
 			u.inT[c] = append(u.inT[c], k)
 		}
-	}
-}
-
-// idHeap is a min-heap of int32.
-type idHeap struct{ a []int32 }
-
-func (h *idHeap) len() int { return len(h.a) }
-
-func (h *idHeap) push(v int32) {
-	h.a = append(h.a, v)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.a[p] <= h.a[i] {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *idHeap) pop() int32 {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.a[l] < h.a[m] {
-			m = l
-		}
-		if r < last && h.a[r] < h.a[m] {
-			m = r
-		}
-		if m == i {
-			return top
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
 	}
 }

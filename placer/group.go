@@ -2,6 +2,7 @@ package placer
 
 import (
 	"fmt"
+	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -351,19 +352,19 @@ func newGroupGraph(p *Problem, gs *Groups) *groupGraph {
 	for _, e := range gg.edges {
 		indeg[e.to]++
 	}
-	h := &entryHeap{}
+	h := minheap.New(func(a, b int32) bool { return a < b })
 	for i, d := range indeg {
 		if d == 0 {
-			h.push(entry{0, int32(i), graph.OpID(i)})
+			h.Push(int32(i))
 		}
 	}
-	for h.len() > 0 {
-		v := int32(h.pop().op)
+	for h.Len() > 0 {
+		v := h.Pop()
 		gg.order = append(gg.order, v)
 		for _, e := range gg.out[v] {
 			t := gg.edges[e].to
 			if indeg[t]--; indeg[t] == 0 {
-				h.push(entry{0, t, graph.OpID(t)})
+				h.Push(t)
 			}
 		}
 	}

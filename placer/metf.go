@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"github.com/opplace/opplace/internal/minheap"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -32,42 +33,45 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	if err != nil {
 		return sim.Placement{}, err
 	}
-	later := make([]entryHeap, s.nd)   // data arrives after the device is free
-	waiting := make([]entryHeap, s.nd) // data already there: by position
+	later := make([]*minheap.Heap[entry], s.nd)   // data arrives after the device is free
+	waiting := make([]*minheap.Heap[entry], s.nd) // data already there: by position
+	for d := range later {
+		later[d], waiting[d] = minheap.New(less), minheap.New(less)
+	}
 	var skipped []entry
 	push := func() {
 		for _, op := range s.fresh {
 			for _, d := range s.candidates(op) {
-				later[d].push(entry{s.dataReady(op, d), s.pos[op], op})
+				later[d].Push(entry{s.dataReady(op, d), s.pos[op], op})
 			}
 		}
 		s.fresh = s.fresh[:0]
 	}
 	// best finds device d's fitting op with the earliest start.
 	best := func(d int) (graph.OpID, float64) {
-		for later[d].len() > 0 && later[d].top().key <= s.devFree[d] {
-			e := later[d].pop()
-			waiting[d].push(entry{0, e.pos, e.op})
+		for later[d].Len() > 0 && later[d].Peek().key <= s.devFree[d] {
+			e := later[d].Pop()
+			waiting[d].Push(entry{0, e.pos, e.op})
 		}
-		for _, h := range []*entryHeap{&waiting[d], &later[d]} {
+		for _, h := range []*minheap.Heap[entry]{waiting[d], later[d]} {
 			skipped = skipped[:0]
 			found := graph.OpID(-1)
 			start := 0.0
-			for h.len() > 0 {
-				e := h.top()
+			for h.Len() > 0 {
+				e := h.Peek()
 				if s.dev[e.op] >= 0 || !s.eligible(e.op, d) {
-					h.pop() // scheduled, or its class went elsewhere
+					h.Pop() // scheduled, or its class went elsewhere
 					continue
 				}
 				if !s.fits(e.op, d) {
-					skipped = append(skipped, h.pop())
+					skipped = append(skipped, h.Pop())
 					continue
 				}
 				found, start = e.op, max(e.key, s.devFree[d])
 				break
 			}
 			for _, e := range skipped {
-				h.push(e)
+				h.Push(e)
 			}
 			if found >= 0 {
 				return found, start
@@ -108,46 +112,5 @@ type entry struct {
 	op  graph.OpID
 }
 
-// entryHeap is a binary min-heap by (key, pos), hand-rolled to avoid
-// container/heap's interface boxing in the placers' inner loops.
-type entryHeap struct{ a []entry }
-
-func (h *entryHeap) len() int   { return len(h.a) }
-func (h *entryHeap) top() entry { return h.a[0] }
-
+// less orders a device's heap entries by key, then topological position.
 func less(a, b entry) bool { return a.key < b.key || a.key == b.key && a.pos < b.pos }
-
-func (h *entryHeap) push(e entry) {
-	h.a = append(h.a, e)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !less(h.a[i], h.a[p]) {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *entryHeap) pop() entry {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && less(h.a[l], h.a[m]) {
-			m = l
-		}
-		if r < last && less(h.a[r], h.a[m]) {
-			m = r
-		}
-		if m == i {
-			return top
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
-}

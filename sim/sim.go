@@ -5,13 +5,13 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/minheap"
 )
 
 // Placement assigns every op to a device and, optionally, an order.
@@ -87,7 +87,8 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 	s := &state{
 		t: t, g: g, adj: adj, dev: p.Device, prio: prio, nd: nd,
 		pending: make([]int32, n),
-		ready:   make([]opHeap, nd),
+		ready:   make([]*minheap.Heap[graph.OpID], nd),
+		events:  minheap.New(eventBefore),
 		running: make([]bool, nd),
 		free:    make([]float64, 2*nd+3*len(t.Cluster.Hosts)),
 		left:    make([]int32, len(g.Tensors)*nd),
@@ -97,7 +98,7 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 		},
 	}
 	for i := range s.ready {
-		s.ready[i].prio = prio
+		s.ready[i] = minheap.New(func(a, b graph.OpID) bool { return prio[a] < prio[b] })
 	}
 	s.init()
 	if err := s.run(); err != nil {
@@ -116,38 +117,11 @@ type event struct {
 	dev    int
 }
 
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].time != q[j].time {
-		return q[i].time < q[j].time
+func eventBefore(a, b event) bool {
+	if a.time != b.time {
+		return a.time < b.time
 	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
-// opHeap is a device's ready ops, lowest priority value first.
-type opHeap struct {
-	ops  []graph.OpID
-	prio []int32
-}
-
-func (h opHeap) Len() int           { return len(h.ops) }
-func (h opHeap) Less(i, j int) bool { return h.prio[h.ops[i]] < h.prio[h.ops[j]] }
-func (h opHeap) Swap(i, j int)      { h.ops[i], h.ops[j] = h.ops[j], h.ops[i] }
-func (h *opHeap) Push(x any)        { h.ops = append(h.ops, x.(graph.OpID)) }
-func (h *opHeap) Pop() any {
-	v := h.ops[len(h.ops)-1]
-	h.ops = h.ops[:len(h.ops)-1]
-	return v
+	return a.seq < b.seq
 }
 
 type memEvent struct {
@@ -166,7 +140,8 @@ type state struct {
 	nd   int
 
 	pending []int32 // inputs and control deps an op still waits for
-	ready   []opHeap
+	// ready holds each device's ready ops, lowest priority value first.
+	ready   []*minheap.Heap[graph.OpID]
 	running []bool
 	// free holds when each channel is next free: per device a send and a
 	// receive channel, per host its intra-host fabric and its network
@@ -179,7 +154,7 @@ type state struct {
 
 	isOutput []bool
 
-	events  eventQueue
+	events  *minheap.Heap[event]
 	seq     int64
 	mem     []memEvent
 	touched []bool
@@ -190,7 +165,7 @@ type state struct {
 func (s *state) push(e event) {
 	e.seq = s.seq
 	s.seq++
-	heap.Push(&s.events, e)
+	s.events.Push(e)
 }
 
 func (s *state) alloc(time float64, dev int, bytes int64) {
@@ -260,16 +235,16 @@ func (s *state) init() {
 
 func (s *state) makeReady(op graph.OpID) {
 	d := s.dev[op]
-	heap.Push(&s.ready[d], op)
+	s.ready[d].Push(op)
 	s.touched[d] = true
 }
 
 func (s *state) run() error {
 	s.startTouched(0)
 	for s.events.Len() > 0 {
-		now := s.events[0].time
-		for s.events.Len() > 0 && s.events[0].time == now {
-			e := heap.Pop(&s.events).(event)
+		now := s.events.Peek().time
+		for s.events.Len() > 0 && s.events.Peek().time == now {
+			e := s.events.Pop()
 			if e.op >= 0 {
 				s.opDone(e.op, now)
 			} else {
@@ -296,7 +271,7 @@ func (s *state) startTouched(now float64) {
 		if s.running[d] || s.ready[d].Len() == 0 {
 			continue
 		}
-		op := heap.Pop(&s.ready[d]).(graph.OpID)
+		op := s.ready[d].Pop()
 		dur := s.t.OpTime(op, d)
 		s.running[d] = true
 		s.res.Start[op] = now
