@@ -200,3 +200,19 @@ func ParseSeconds(s string) (float64, error) {
 func ParseFLOPS(s string) (float64, error) {
 	return parseQuantity(s, "FLOP/s figure", flopsUnits, true, "15.7T or 125TFLOPS")
 }
+
+// FormatBytes renders a size with a binary unit, "1.50 GiB", the way
+// ParseBytes reads it back.
+func FormatBytes(b int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v := float64(b)
+	i := 0
+	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", b)
+	}
+	return fmt.Sprintf("%.2f %s", v, units[i])
+}

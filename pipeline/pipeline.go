@@ -367,7 +367,7 @@ func overflow(r *run, strategy string, res *sim.Result) error {
 	}
 	d := r.cluster.Devices[worst]
 	return placer.Infeasible(r.problem, fmt.Sprintf("%s's placement peaks at %s on %s, which holds %s",
-		strategy, placer.FormatBytes(res.PeakMemory[worst]), d.Name, placer.FormatBytes(d.Memory)))
+		strategy, cluster.FormatBytes(res.PeakMemory[worst]), d.Name, cluster.FormatBytes(d.Memory)))
 }
 
 func assemble(_ context.Context, r *run) error {

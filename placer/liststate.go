@@ -3,6 +3,7 @@ package placer
 import (
 	"fmt"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
 )
@@ -420,9 +421,9 @@ func (s *listState) noRoom(op graph.OpID) error {
 	dev := s.p.Costs.Cluster.Devices[best]
 	free := s.free(op, best)
 	msg := fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
-		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, FormatBytes(s.need(op, best)), dev.Name, FormatBytes(free))
+		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, cluster.FormatBytes(s.need(op, best)), dev.Name, cluster.FormatBytes(free))
 	if held := dev.Memory - s.used[best]; held > free {
-		msg += fmt.Sprintf(" (and %s reserved for the gradients, optimizer state and backward scratch of its colocation groups)", FormatBytes(held-free))
+		msg += fmt.Sprintf(" (and %s reserved for the gradients, optimizer state and backward scratch of its colocation groups)", cluster.FormatBytes(held-free))
 	}
 	return Infeasible(s.p, msg)
 }

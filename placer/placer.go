@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -150,9 +151,9 @@ type InfeasibleError struct {
 
 func (e *InfeasibleError) Error() string {
 	msg := fmt.Sprintf("the model does not fit the cluster: a placement needs at least %s (parameters once plus the largest op's working set), the cluster has %s in total",
-		FormatBytes(e.Need), FormatBytes(e.Have))
+		cluster.FormatBytes(e.Need), cluster.FormatBytes(e.Have))
 	if e.LargestOpBytes > e.LargestDevice {
-		msg += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, FormatBytes(e.LargestOpBytes), FormatBytes(e.LargestDevice))
+		msg += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, cluster.FormatBytes(e.LargestOpBytes), cluster.FormatBytes(e.LargestDevice))
 	}
 	if e.Detail != "" {
 		msg += "; " + e.Detail
@@ -185,21 +186,6 @@ func Infeasible(p *Problem, detail string) *InfeasibleError {
 		e.LargestDevice = max(e.LargestDevice, d.Memory)
 	}
 	return e
-}
-
-// FormatBytes renders a size with a binary unit: "1.50 GiB".
-func FormatBytes(b int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v := float64(b)
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", b)
-	}
-	return fmt.Sprintf("%.2f %s", v, units[i])
 }
 
 // deviceClasses groups devices that are interchangeable (same type and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
 )
@@ -59,7 +60,7 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		}
 	}
 	if bestStep < 0 {
-		return sim.Placement{}, Infeasible(p, fmt.Sprintf("no single device holds the graph (it peaks at %s on one device)", FormatBytes(largestPeak)))
+		return sim.Placement{}, Infeasible(p, fmt.Sprintf("no single device holds the graph (it peaks at %s on one device)", cluster.FormatBytes(largestPeak)))
 	}
 	return best, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 )
 
@@ -78,7 +79,7 @@ func WriteDOT(w io.Writer, p *Plan, g *graph.Graph) error {
 			to := g.Ops[c].Name
 			if devOf[from] != devOf[to] {
 				fmt.Fprintf(&b, "  %s -> %s [label=%s, color=\"#d62728\", penwidth=2, fontsize=9];\n",
-					strconv.Quote(from), strconv.Quote(to), strconv.Quote(formatBytes(t.Bytes())))
+					strconv.Quote(from), strconv.Quote(to), strconv.Quote(cluster.FormatBytes(t.Bytes())))
 			} else {
 				fmt.Fprintf(&b, "  %s -> %s;\n", strconv.Quote(from), strconv.Quote(to))
 			}

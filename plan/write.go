@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opplace/opplace/cluster"
 )
 
 // Format is an output format for a plan.
@@ -73,7 +75,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 		fmt.Fprintf(&b, "tried:      %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(&b, "step:       %.3f ms predicted, %.3f ms lower bound, gap %.1f%%\n", p.PredictedStepMS, p.LowerBoundMS, 100*p.Gap)
-	fmt.Fprintf(&b, "transfers:  %d, %s across devices\n", len(p.Transfers), formatBytes(p.CrossDeviceBytes))
+	fmt.Fprintf(&b, "transfers:  %d, %s across devices\n", len(p.Transfers), cluster.FormatBytes(p.CrossDeviceBytes))
 	fits := "yes"
 	if !p.Fits {
 		fits = "NO: a device exceeds its memory"
@@ -93,7 +95,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 			used = float64(d.PeakMemoryBytes) / float64(d.MemoryBytes)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.0f%%\t%s\t%s\t%.0f%%\n",
-			d.Name, d.Type, d.Host, d.Ops, d.BusyMS, 100*util, formatBytes(d.PeakMemoryBytes), formatBytes(d.MemoryBytes), 100*used)
+			d.Name, d.Type, d.Host, d.Ops, d.BusyMS, 100*util, cluster.FormatBytes(d.PeakMemoryBytes), cluster.FormatBytes(d.MemoryBytes), 100*used)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -105,7 +107,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 		fmt.Fprintln(tw, "STAGE\tDEVICES\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
 		for _, s := range p.Stages {
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\n", s.Index, strings.Join(s.Devices, ","), len(s.Ops),
-				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, formatBytes(s.SendBytes), formatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
+				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, cluster.FormatBytes(s.SendBytes), cluster.FormatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -117,20 +119,6 @@ func WriteTable(w io.Writer, p *Plan) error {
 		}
 	}
 	return nil
-}
-
-func formatBytes(b int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v := float64(b)
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", b)
-	}
-	return fmt.Sprintf("%.2f %s", v, units[i])
 }
 
 // WriteFileAtomic writes a file through a temporary file in the same

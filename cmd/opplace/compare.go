@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 )
@@ -143,9 +144,9 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 			}
 			row = append(row, fmt.Sprintf("%.3f", s.PredictedStepMS), fmt.Sprintf("%+.1f%%", 100*s.Gap), fits)
 			for _, b := range s.PeakMemoryBytes {
-				row = append(row, placer.FormatBytes(b))
+				row = append(row, cluster.FormatBytes(b))
 			}
-			row = append(row, placer.FormatBytes(s.CrossDeviceBytes))
+			row = append(row, cluster.FormatBytes(s.CrossDeviceBytes))
 		}
 		row = append(row, fmt.Sprintf("%.1f", s.SolveMS))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
-	"github.com/opplace/opplace/placer"
 )
 
 type inspectFlags struct {
@@ -301,10 +301,10 @@ func writeInspectTable(out io.Writer, r *inspectReport, listOps bool) error {
 	t := r.Totals
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ops\t%d\n", t.Ops)
-	fmt.Fprintf(tw, "params\t%d (%s)\n", t.Params, placer.FormatBytes(t.ParamBytes))
+	fmt.Fprintf(tw, "params\t%d (%s)\n", t.Params, cluster.FormatBytes(t.ParamBytes))
 	fmt.Fprintf(tw, "MACs\t%d\n", t.MACs)
 	fmt.Fprintf(tw, "FLOPs\t%d\n", t.FLOPs)
-	fmt.Fprintf(tw, "activations\t%s\n", placer.FormatBytes(t.ActivationBytes))
+	fmt.Fprintf(tw, "activations\t%s\n", cluster.FormatBytes(t.ActivationBytes))
 	types := make([]string, len(r.OpTypes))
 	for i, c := range r.OpTypes {
 		types[i] = fmt.Sprintf("%s %d", c.Type, c.Count)
