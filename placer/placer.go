@@ -7,12 +7,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
-	"sync"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/registry"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -36,56 +35,20 @@ type Placer interface {
 // Factory makes a placer.
 type Factory func() Placer
 
-var (
-	mu       sync.RWMutex
-	registry = map[string]registered{}
-)
-
-type registered struct {
-	factory Factory
-	summary string
-}
+var placers = registry.New[Placer]("strategy")
 
 // Register adds a placer under name; it panics on a duplicate name, which
 // is a programming error caught at init.
-func Register(name, summary string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic("placer: duplicate registration of " + name)
-	}
-	registry[name] = registered{f, summary}
-}
+func Register(name, summary string, f Factory) { placers.Register(name, summary, f) }
 
 // New makes the placer registered under name.
-func New(name string) (Placer, error) {
-	mu.RLock()
-	r, ok := registry[name]
-	mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown strategy %q (known: %v)", name, Names())
-	}
-	return r.factory(), nil
-}
+func New(name string) (Placer, error) { return placers.New(name) }
 
 // Names lists the registered placers, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return placers.Names() }
 
 // Summary is the one-line description a placer registered with.
-func Summary(name string) string {
-	mu.RLock()
-	defer mu.RUnlock()
-	return registry[name].summary
-}
+func Summary(name string) string { return placers.Summary(name) }
 
 // NewProblem derives the edges and a topological order of g and wraps them
 // with the costs.
