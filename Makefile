@@ -11,10 +11,11 @@ BENCHTIME ?= 1x
 
 all: build
 
-# Debian packages: graphviz renders the DOT views (tests check they render);
-# libonnx-testdata is ONNX's conformance suite; Clp and Cbc are the LP and
-# MIP solvers behind m-sct and ilp (cgo, found with pkg-config).
-APT_PACKAGES := graphviz libonnx-testdata coinor-libclp-dev coinor-libcbc-dev pkg-config g++
+# Debian packages: Clp and Cbc are the LP and MIP solvers behind m-sct and
+# ilp (cgo, found with pkg-config); graphviz renders the DOT views (tests
+# check they render); libonnx-testdata is ONNX's conformance suite;
+# python3-onnx runs ONNX's checker on annotated models in the tests.
+APT_PACKAGES := coinor-libclp-dev coinor-libcbc-dev pkg-config g++ graphviz libonnx-testdata python3-onnx
 
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
