@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"math"
+	"slices"
+	"sort"
 	"time"
 )
 
@@ -22,14 +24,21 @@ type solStage struct {
 
 var errDeadline = errors.New("time limit")
 
+// errWork is solve passing its work budget.
+var errWork = errors.New("work budget")
+
 // resources indexes vectors u (devices per class) in mixed radix.
 type resources struct {
 	count  []int // devices per class
 	stride []int
 	n      int
 	total  []int // devices in vector
-	// byClass[k][c] lists the vectors whose class-k count is c.
+	// byClass[k][c] lists the vectors whose class-k count is c, by
+	// total; byTotal[k][c][t] is where those with total t start (the
+	// order of the vectors does not matter to the search: each writes
+	// its own states).
 	byClass [][][]int32
+	byTotal [][][]int32
 }
 
 func newResources(m *model) *resources {
@@ -51,6 +60,22 @@ func newResources(m *model) *resources {
 			r.byClass[k][c] = append(r.byClass[k][c], int32(i))
 		}
 	}
+	ndev := 0
+	for _, c := range r.count {
+		ndev += c
+	}
+	r.byTotal = make([][][]int32, len(r.count))
+	for k := range r.count {
+		r.byTotal[k] = make([][]int32, r.count[k]+1)
+		for c, list := range r.byClass[k] {
+			slices.SortStableFunc(list, func(a, b int32) int { return r.total[a] - r.total[b] })
+			start := make([]int32, ndev+2)
+			for t := range start {
+				start[t] = int32(sort.Search(len(list), func(i int) bool { return r.total[list[i]] >= t }))
+			}
+			r.byTotal[k][c] = start
+		}
+	}
 	return r
 }
 
@@ -69,8 +94,11 @@ func newResources(m *model) *resources {
 // fastest-class compute spread over every device it could use exceeds
 // the upper bound ub (a known feasible objective) cannot be in a solution
 // at least as good; compute only grows as E grows, so such an E is not
-// expanded further. Returns nil when nothing fits.
-func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solution, error) {
+// expanded further. Returns nil when nothing fits. With work not nil, it
+// takes the device-count vectors of every stage it costs from *work and
+// fails with errWork when that runs out: a deterministic budget, where
+// a time limit would make the plan depend on the machine.
+func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *int64) (*solution, error) {
 	m := l.m
 	res := newResources(m)
 	nCap := 1
@@ -101,7 +129,6 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 		stamp[i] = -1
 	}
 	var queue []int32
-	var unitsBuf []int32
 	checks := 0
 	for d := full - 1; d >= 0; d-- {
 		// The stages before D need devices too: by the same bound as the
@@ -156,30 +183,54 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 			if rMin+restNeed > float64(maxTotal) || !alive[e] {
 				continue
 			}
+			if work != nil {
+				if *work -= int64(res.n); *work < 0 {
+					return nil, errWork
+				}
+			}
 			l.sums(s, d, e)
 			temp := int64(-1)
 			cutIn, cutOut := l.cut[d], l.cut[e]
+			// minRest: the fewest devices the remainder can run on under
+			// the bound (1 for the full set, where only the empty
+			// remainder counts).
+			minRest := 1
+			if e != full {
+				restLoad := fastRest/fM + launchRest
+				for minRest <= maxTotal && restLoad/float64(minRest) > bound {
+					minRest++
+				}
+			}
 			for k := range m.classes {
 				if !s.ok[k] {
 					continue
 				}
 				cl := &m.classes[k]
 				cnt := res.count[k]
+				// The stage's compute on this class bounds its time from
+				// below (the fastest class's, used above, is weaker on a
+				// slow class).
+				compK, launchK := s.fwd[k]-s.fwdL[k], s.fwdL[k]
+				if m.training {
+					compK += s.bwd[k] - s.bwdL[k]
+					launchK += s.bwdL[k]
+				}
 				for r := 1; r <= min(cnt, maxTotal); r++ {
-					if fastS/(float64(r)*fM)+launchS > bound {
+					if fastS/(float64(r)*fM)+launchS > bound || compK/(float64(r)*fM)+launchK > bound*(1+1e-9) {
 						continue
 					}
 					for uk := r; uk <= cnt; uk++ {
 						pos := cnt - uk
 						var sc stageCost
 						have := false
-						for _, ui := range res.byClass[k][uk] {
-							if res.total[ui] > maxTotal {
-								continue
-							}
-							rest := res.total[ui] - r
-							// The remainder runs on at most rest stages.
-							if e != full && (rest == 0 || (fastRest/fM+launchRest)/float64(rest) > bound) {
+						list, start := res.byClass[k][uk], res.byTotal[k][uk]
+						lo, hi := start[min(r+minRest, maxTotal+1)], start[maxTotal+1]
+						if e == full {
+							// Only the empty remainder is solved.
+							lo, hi = start[r], start[r+1]
+						}
+						for _, ui := range list[lo:hi] {
+							if e == full && int(ui) != r*res.stride[k] {
 								continue
 							}
 							if !have {
@@ -203,11 +254,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 									continue
 								}
 								if temp < 0 {
-									temp = 0
-									unitsBuf = l.stageUnits(d, e)
-									for _, v := range unitsBuf {
-										temp = max(temp, m.temp[v])
-									}
+									temp = l.stageTemp(d, e)
 								}
 								if memory(&sc, temp, m.alive(n2+1, M), r, M) > cl.memory {
 									continue
@@ -254,11 +301,11 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solu
 // the pruning only drops splits with some stage above the bound. Tight
 // bounds prune hard, so this is much faster than one search under a loose
 // heuristic bound.
-func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time) (*solution, error) {
+func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *int64) (*solution, error) {
 	full := l.full()
 	lb := (l.fast[full]/float64(M) + l.launch[full]) / float64(p.Costs.NumDevices())
 	for b, i := lb*1.05, 0; b < ub && b > 0 && i < 40; b, i = b*1.5, i+1 {
-		s, err := solve(p, l, M, b, deadline)
+		s, err := solve(p, l, M, b, deadline, work)
 		if err != nil {
 			return nil, err
 		}
@@ -266,7 +313,7 @@ func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time)
 			return s, nil
 		}
 	}
-	return solve(p, l, M, ub, deadline)
+	return solve(p, l, M, ub, deadline, work)
 }
 
 // evaluate scores a given split on the model (for heuristics and the
@@ -281,11 +328,7 @@ func evaluate(p *Problem, l *lattice, M int, st []solStage) float64 {
 			return math.Inf(1)
 		}
 		sc := m.stage(s, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
-		var temp int64
-		for _, v := range l.stageUnits(x.from, x.to) {
-			temp = max(temp, m.temp[v])
-		}
-		if memory(&sc, temp, m.alive(len(st)-i, M), x.r, M) > m.classes[x.class].memory {
+		if memory(&sc, l.stageTemp(x.from, x.to), m.alive(len(st)-i, M), x.r, M) > m.classes[x.class].memory {
 			return math.Inf(1)
 		}
 		if i == 0 {

@@ -36,19 +36,41 @@ type exact struct{}
 const maxCoarsen = 2
 
 func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
-	chain := chainLattice(p.u, p.m)
 	deadline := time.Now().Add(p.Options.TimeLimit)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	fallback := func(why string) (*Plan, error) {
-		pl, err := pipeDream{}.Partition(ctx, p)
-		if err != nil {
-			return nil, err
+	// The pipedream pass comes first: every M is searched under its
+	// optimum, and it is the fallback, so falling back costs nothing
+	// more and the time limit holds.
+	var chain *lattice
+	var chains []*solution
+	var plans []*Plan
+	warn, err := chainSearch(p, func(l *lattice, work *int64) (err error) {
+		chain = l
+		chains, plans, err = chainSolutions(ctx, p, l, work)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		for _, pl := range plans {
+			if pl != nil {
+				pl.Warnings = append(pl.Warnings, "exact: its pipedream pass: "+warn)
+			}
 		}
-		pl.Partitioner = "exact"
+	}
+	fallback := func(why string) (*Plan, error) {
+		pl := bestPlan(plans)
+		if pl == nil {
+			return nil, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+		}
 		pl.Warnings = append(pl.Warnings, "exact: "+why+"; used the pipedream split instead")
 		return pl, nil
+	}
+	tooLate := func() (*Plan, error) {
+		return fallback(fmt.Sprintf("the %v time limit passed while enumerating downsets", p.Options.TimeLimit))
 	}
 	eps := p.Options.Epsilon
 	var red *reduction
@@ -57,7 +79,9 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	// plan is then proven optimal with no reduction at all.
 	if eps > 0 {
 		var err error
-		if l, err = idealLattice(p.u, p.m, p.Options.SearchIdeals); err != nil && !errors.Is(err, errTooManyIdeals) {
+		if l, err = idealLatticeBy(p.u, p.m, p.Options.SearchIdeals, deadline); errors.Is(err, errDeadline) {
+			return tooLate()
+		} else if err != nil && !errors.Is(err, errTooManyIdeals) {
 			return nil, err
 		}
 	}
@@ -67,7 +91,10 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 			u, m = red.real, red.m
 		}
 		var err error
-		l, err = idealLattice(u, m, p.Options.MaxIdeals)
+		l, err = idealLatticeBy(u, m, p.Options.MaxIdeals, deadline)
+		if errors.Is(err, errDeadline) {
+			return tooLate()
+		}
 		if err == nil && (l.n <= p.Options.SearchIdeals || eps <= 0 || try == maxCoarsen) {
 			break
 		}
@@ -91,7 +118,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	if states := int64(l.n) * int64(res.n) * int64(min(p.Options.MaxMicroBatches, p.Costs.NumDevices())+1); states > 100_000_000 {
 		return fallback(fmt.Sprintf("%d downsets x %d device-count vectors is too many states", l.n, res.n))
 	}
-	pl, timedOut, err := exactOverM(ctx, p, chain, l, deadline)
+	pl, timedOut, err := exactOverM(ctx, p, chain, chains, plans, l, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +138,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	// The certificate: the relaxed optimum at the plan's M bounds every
 	// split of the unit graph from below.
 	rl := l.reweight(red.relaxU, red.relaxM)
-	lb, err := solveBounded(p, rl, pl.MicroBatches, pl.value, deadline)
+	lb, err := solveBounded(p, rl, pl.MicroBatches, pl.value, deadline, nil)
 	switch {
 	case errors.Is(err, errDeadline) || err == nil && lb == nil:
 		info.LowerBoundMs = 0
@@ -146,22 +173,9 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 // early. An M whose search finds nothing under T/M cannot beat T, and is
 // dropped. timedOut is the first M whose search passed the deadline
 // (kept at the pipedream split), or 0.
-func exactOverM(ctx context.Context, p *Problem, chain, l *lattice, deadline time.Time) (pl *Plan, timedOut int, err error) {
+func exactOverM(ctx context.Context, p *Problem, chain *lattice, chains []*solution, plans []*Plan, l *lattice, deadline time.Time) (pl *Plan, timedOut int, err error) {
 	Ms := p.microBatchCandidates()
-	chains := make([]*solution, len(Ms))
-	plans := make([]*Plan, len(Ms))
-	for i, M := range Ms {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
-		ub := heuristicUB(p, chain, M)
-		if chains[i], err = solveBounded(p, chain, M, ub, time.Time{}); err != nil {
-			return nil, 0, err
-		}
-		if chains[i] != nil {
-			plans[i] = p.report("exact", chains[i])
-		}
-	}
+	plans = append([]*Plan(nil), plans...)
 	order := make([]int, len(Ms))
 	for i := range order {
 		order[i] = i
@@ -188,7 +202,7 @@ func exactOverM(ctx context.Context, p *Problem, chain, l *lattice, deadline tim
 			if byStep {
 				ub = best / float64(M) * (1 + 1e-9)
 			}
-			s, err := solveBounded(p, l, M, ub, deadline)
+			s, err := solveBounded(p, l, M, ub, deadline, nil)
 			switch {
 			case errors.Is(err, errDeadline):
 				timedOut = M
@@ -204,13 +218,47 @@ func exactOverM(ctx context.Context, p *Problem, chain, l *lattice, deadline tim
 			best = min(best, plans[i].step)
 		}
 	}
-	for i := range Ms {
-		if plans[i] != nil && (pl == nil || plans[i].step < pl.step*(1-1e-12)) {
-			pl = plans[i]
-		}
-	}
-	if pl == nil {
+	if pl = bestPlan(plans); pl == nil {
 		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", Ms, p.Costs.NumDevices())}
 	}
 	return pl, timedOut, nil
+}
+
+// chainSolutions is the pipedream pass of exact: the optimum over the
+// chain at each candidate M and its plan (nil where nothing fits).
+func chainSolutions(ctx context.Context, p *Problem, chain *lattice, work *int64) ([]*solution, []*Plan, error) {
+	Ms := p.microBatchCandidates()
+	chains := make([]*solution, len(Ms))
+	plans := make([]*Plan, len(Ms))
+	for i, M := range Ms {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		var err error
+		if chains[i], err = solveBounded(p, chain, M, heuristicUB(p, chain, M), time.Time{}, work); err != nil {
+			return nil, nil, err
+		}
+		if chains[i] != nil {
+			plans[i] = p.report("exact", chains[i])
+		}
+	}
+	return chains, plans, nil
+}
+
+// bestPlan is the plan with the shortest simulated step (ties: the
+// first, i.e. fewer micro-batches), or nil when there is none. It
+// returns a copy, so its warnings can grow.
+func bestPlan(plans []*Plan) *Plan {
+	var pl *Plan
+	for _, x := range plans {
+		if x != nil && (pl == nil || x.step < pl.step*(1-1e-12)) {
+			pl = x
+		}
+	}
+	if pl == nil {
+		return nil
+	}
+	c := *pl
+	c.Warnings = append([]string(nil), pl.Warnings...)
+	return &c
 }

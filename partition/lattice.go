@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"time"
 	"unsafe"
 )
 
@@ -36,6 +37,10 @@ type lattice struct {
 	// parent[i] ∪ {added[i]} = ideal i (a spanning tree of the cover
 	// edges), so reweight can redo the sums for another model.
 	parent, added []int32
+	// tempMax[j][v] is the largest scratch buffer of units v..v+2^j-1
+	// (chain only): a sparse table, so a stage's scratch is O(1) where
+	// scanning its units made pipedream quadratic in the stage length.
+	tempMax [][]int64
 }
 
 var errTooManyIdeals = errors.New("too many downsets")
@@ -68,6 +73,27 @@ func (l *lattice) stageUnits(d, e int32) []int32 {
 		}
 	}
 	return out
+}
+
+// stageTemp is the largest scratch buffer of the units of ideal e minus
+// ideal d.
+func (l *lattice) stageTemp(d, e int32) int64 {
+	var temp int64
+	if l.words == 0 {
+		a, b := l.size[d], l.size[e]
+		if a >= b {
+			return 0
+		}
+		j := bits.Len32(uint32(b-a)) - 1
+		return max(l.tempMax[j][a], l.tempMax[j][b-(1<<j)])
+	}
+	x, y := l.bits[int(d)*l.words:int(d+1)*l.words], l.bits[int(e)*l.words:int(e+1)*l.words]
+	for w := range y {
+		for z := y[w] &^ x[w]; z != 0; z &= z - 1 {
+			temp = max(temp, l.m.temp[w*64+bits.TrailingZeros64(z)])
+		}
+	}
+	return temp
 }
 
 // sums fills s with the sums of ideal e minus ideal d.
@@ -169,12 +195,40 @@ func chainLattice(u *units, m *model) *lattice {
 			l.coverStart[i+1]++
 		}
 	}
+	l.buildTempMax()
 	return l
+}
+
+// buildTempMax fills the chain's sparse table of scratch maxima.
+func (l *lattice) buildTempMax() {
+	n := l.units
+	l.tempMax = [][]int64{l.m.temp[:n]}
+	for j := 1; 1<<j <= n; j++ {
+		prev, h := l.tempMax[j-1], 1<<(j-1)
+		row := make([]int64, n-(1<<j)+1)
+		for v := range row {
+			row[v] = max(prev[v], prev[v+h])
+		}
+		l.tempMax = append(l.tempMax, row)
+	}
 }
 
 // idealLattice enumerates every downset of the unit DAG breadth-first
 // (so ideals come out by size), or fails with errTooManyIdeals past max.
 func idealLattice(u *units, m *model, max int) (*lattice, error) {
+	return idealLatticeBy(u, m, max, time.Time{})
+}
+
+// idealLatticeBy is idealLattice that fails with errDeadline once the
+// deadline (if not zero) has passed.
+func idealLatticeBy(u *units, m *model, max int, deadline time.Time) (*lattice, error) {
+	// Units of one depth (longest path from a source) form an antichain,
+	// and each subset of an antichain generates its own downset: with w
+	// of them there are at least 2^w downsets, so past max there is no
+	// need to enumerate them to know.
+	if w := widestLevel(u); w >= 62 || 1<<w > max {
+		return nil, errTooManyIdeals
+	}
 	l := newLattice(u, m)
 	l.words = (u.n + 63) / 64
 	l.bits = make([]uint64, l.words)
@@ -201,6 +255,9 @@ func idealLattice(u *units, m *model, max int) (*lattice, error) {
 			if !ok {
 				if l.n >= max {
 					return nil, errTooManyIdeals
+				}
+				if l.n&0x3ff == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+					return nil, errDeadline
 				}
 				j = int32(l.n)
 				l.bits = append(l.bits, buf...)
@@ -250,6 +307,32 @@ func idealLattice(u *units, m *model, max int) (*lattice, error) {
 	return l, nil
 }
 
+// widestLevel is the most units of one depth in the unit DAG.
+func widestLevel(u *units) int {
+	depth := make([]int32, u.n)
+	indeg := make([]int32, u.n)
+	count := make([]int, u.n+1)
+	var queue []int32
+	for v := range u.n {
+		if indeg[v] = int32(len(u.pred[v])); indeg[v] == 0 {
+			queue = append(queue, int32(v))
+		}
+	}
+	w := 0
+	for qi := 0; qi < len(queue); qi++ { // Kahn: depths settle in order
+		v := queue[qi]
+		count[depth[v]]++
+		w = max(w, count[depth[v]])
+		for _, s := range u.succ[v] {
+			depth[s] = max(depth[s], depth[v]+1)
+			if indeg[s]--; indeg[s] == 0 {
+				queue = append(queue, s)
+			}
+		}
+	}
+	return w
+}
+
 // reweight is the same lattice (ideals, covers) with the sums and cuts
 // of another model and units over the same unit numbering and edges.
 func (l *lattice) reweight(u *units, m *model) *lattice {
@@ -259,6 +342,9 @@ func (l *lattice) reweight(u *units, m *model) *lattice {
 		r.extend(u, m, l.parent[i], l.added[i], func(x int32) bool { return l.has(i, x) })
 	}
 	r.words, r.bits, r.coverStart, r.cover = l.words, l.bits, l.coverStart, l.cover
+	if r.words == 0 {
+		r.buildTempMax()
+	}
 	return r
 }
 

@@ -72,8 +72,11 @@ type Options struct {
 	// trading a looser optimality bound for speed (the search time grows
 	// about with the square of the downsets); 0 means 6,000.
 	SearchIdeals int
-	// TimeLimit bounds the "exact" search; 0 means 30 s. Past it, exact
-	// falls back to "pipedream" with a warning.
+	// TimeLimit bounds a whole "exact" call, counted from its start; 0
+	// means 30 s. Exact runs its pipedream pass first (about a second on
+	// a few thousand units), then enumerates and searches downsets until
+	// the limit; past it, it keeps the pipedream split for what is left,
+	// with a warning, so falling back costs nothing more.
 	TimeLimit time.Duration
 	// Epsilon is the share of the graph's compute under which "exact"
 	// merges a side branch into its neighbour before enumerating downsets

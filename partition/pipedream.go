@@ -16,17 +16,27 @@ func init() {
 type pipeDream struct{}
 
 func (pipeDream) Partition(ctx context.Context, p *Problem) (*Plan, error) {
-	l := chainLattice(p.u, p.m)
-	return p.bestOverM(ctx, "pipedream", func(M int) (*solution, error) {
-		return solveChain(ctx, p, l, M)
+	var pl *Plan
+	warn, err := chainSearch(p, func(l *lattice, work *int64) (err error) {
+		pl, err = p.bestOverM(ctx, "pipedream", func(M int) (*solution, error) {
+			return solveChain(ctx, p, l, M, work)
+		})
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		pl.Warnings = append(pl.Warnings, "pipedream: "+warn)
+	}
+	return pl, nil
 }
 
-func solveChain(ctx context.Context, p *Problem, l *lattice, M int) (*solution, error) {
+func solveChain(ctx context.Context, p *Problem, l *lattice, M int, work *int64) (*solution, error) {
 	ub := heuristicUB(p, l, M)
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d
 	}
-	return solveBounded(p, l, M, ub, deadline)
+	return solveBounded(p, l, M, ub, deadline, work)
 }
