@@ -16,12 +16,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/registry"
 )
 
 // Schedule names a pipeline schedule.
@@ -188,56 +187,20 @@ type Partitioner interface {
 // Factory makes a partitioner.
 type Factory func() Partitioner
 
-var (
-	mu       sync.RWMutex
-	registry = map[string]registered{}
-)
-
-type registered struct {
-	factory Factory
-	summary string
-}
+var partitioners = registry.New[Partitioner]("pipeline partitioner")
 
 // Register adds a partitioner under name; a duplicate name panics (a
 // programming error caught at init).
-func Register(name, summary string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic("partition: duplicate registration of " + name)
-	}
-	registry[name] = registered{f, summary}
-}
+func Register(name, summary string, f Factory) { partitioners.Register(name, summary, f) }
 
 // New makes the partitioner registered under name.
-func New(name string) (Partitioner, error) {
-	mu.RLock()
-	r, ok := registry[name]
-	mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown pipeline partitioner %q (known: %v)", name, Names())
-	}
-	return r.factory(), nil
-}
+func New(name string) (Partitioner, error) { return partitioners.New(name) }
 
 // Names lists the registered partitioners, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return partitioners.Names() }
 
 // Summary is the one-line description a partitioner registered with.
-func Summary(name string) string {
-	mu.RLock()
-	defer mu.RUnlock()
-	return registry[name].summary
-}
+func Summary(name string) string { return partitioners.Summary(name) }
 
 // InfeasibleError reports that no partition fits in device memory.
 type InfeasibleError struct {
