@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/cluster"
-	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/placer"
 )
@@ -46,7 +44,7 @@ func BenchmarkGapToOptimum(b *testing.B) {
 		worst := map[string]float64{}
 		proven := 0
 		for seed := uint64(0); seed < 20; seed++ {
-			p := problemFor(b, smallDAG(seed), c)
+			p := problem(b, smallDAG(seed), c)
 			ilp := &placer.ILP{Groups: 64, MaxSeconds: 30, MaxNodes: 1 << 20}
 			opt, err := ilp.Place(context.Background(), p)
 			if err != nil || !strings.Contains(strings.Join(ilp.Notes(), " "), ": optimal after") {
@@ -81,12 +79,4 @@ func BenchmarkGapToOptimum(b *testing.B) {
 			b.ReportMetric(100*worst[h], h+"-worst-gap%")
 		}
 	}
-}
-
-func problemFor(tb testing.TB, bld *graphtest.Builder, c *cluster.Cluster) *placer.Problem {
-	p, err := placer.NewProblem(bld.G, cost.NewTable(bld.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
 }

@@ -11,17 +11,40 @@ import (
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
 )
 
 const giga = 1e9
 
-func problem(t *testing.T, b *graphtest.Builder, c *cluster.Cluster) *placer.Problem {
+func problem(t testing.TB, b *graphtest.Builder, c *cluster.Cluster) *placer.Problem {
 	t.Helper()
 	p, err := placer.NewProblem(b.G, cost.NewTable(b.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// checkPlacement asserts where the named ops went, the placement's
+// simulated step, and that it fits in memory.
+func checkPlacement(t *testing.T, p *placer.Problem, b *graphtest.Builder, got sim.Placement, devices map[string]int, step float64) {
+	t.Helper()
+	for name, want := range devices {
+		id, _ := b.G.OpByName(name)
+		if got.Device[id] != want {
+			t.Errorf("op %s on device %d, want %d", name, got.Device[id], want)
+		}
+	}
+	res, err := p.Simulate(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(res.Step-step) > 1e-9 {
+		t.Errorf("step = %.12g, want %.12g", res.Step, step)
+	}
+	if !p.Fits(res) {
+		t.Errorf("placement exceeds memory: peaks %v", res.PeakMemory)
+	}
 }
 
 func dev(flops float64, mem int64) graphtest.Device {
@@ -98,22 +121,7 @@ func TestPlacersOnHandSolvedGraphs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, want := range tc.devices {
-				id, _ := b.G.OpByName(name)
-				if got.Device[id] != want {
-					t.Errorf("op %s on device %d, want %d", name, got.Device[id], want)
-				}
-			}
-			res, err := p.Simulate(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Abs(res.Step-tc.step) > 1e-9 {
-				t.Errorf("step = %.12g, want %.12g", res.Step, tc.step)
-			}
-			if !p.Fits(res) {
-				t.Errorf("placement exceeds memory: peaks %v", res.PeakMemory)
-			}
+			checkPlacement(t, p, b, got, tc.devices, tc.step)
 		})
 	}
 }

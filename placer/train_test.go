@@ -3,7 +3,6 @@ package placer_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/opplace/opplace/cluster"
@@ -105,22 +104,7 @@ func TestTrainingGroups(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, want := range tc.devices {
-				id, _ := b.G.OpByName(name)
-				if got.Device[id] != want {
-					t.Errorf("op %s on device %d, want %d", name, got.Device[id], want)
-				}
-			}
-			res, err := p.Simulate(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Abs(res.Step-tc.step) > 1e-9 {
-				t.Errorf("step = %.12g, want %.12g", res.Step, tc.step)
-			}
-			if !p.Fits(res) {
-				t.Errorf("placement exceeds memory: peaks %v", res.PeakMemory)
-			}
+			checkPlacement(t, p, b, got, tc.devices, tc.step)
 		})
 	}
 }
