@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
@@ -51,9 +52,9 @@ func (c *converter) attrs(n *onnxpb.NodeProto, visible lookup) (graph.Attrs, map
 				return nil, nil, fmt.Errorf("attribute %q: %v", a.GetName(), err)
 			}
 			at = graph.Attr{Kind: graph.AttrTensor, Tensor: &graph.Tensor{Name: tp.GetName(), DType: v.dtype,
-				Shape: clone(v.shape), ShapeKnown: true, Kind: graph.Constant}}
+				Shape: shapes.Clone(v.shape), ShapeKnown: true, Kind: graph.Constant}}
 			if v.hasInts() {
-				at.TensorInts = clone(v.ints)
+				at.TensorInts = shapes.Clone(v.ints)
 			} else if v.hasFloats() {
 				c.constFloats[at.Tensor] = v.floats
 			}
@@ -95,7 +96,7 @@ func (c *converter) attrs(n *onnxpb.NodeProto, visible lookup) (graph.Attrs, map
 // tensorValue reads a TensorProto's type and dimensions and, for small
 // tensors stored inline, its contents. External data is never read.
 func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
-	dims := clone(tp.GetDims())
+	dims := shapes.Clone(tp.GetDims())
 	if err := checkShape(dims); err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 	case graph.Int64:
 		switch {
 		case len(tp.GetInt64Data()) == int(n):
-			v.ints = clone(tp.GetInt64Data())
+			v.ints = shapes.Clone(tp.GetInt64Data())
 		case len(raw) == int(n)*8:
 			v.ints = make([]int64, n)
 			for i := range v.ints {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // ONNX Runtime contrib ops (domain com.microsoft) that optimised
@@ -119,19 +120,19 @@ func inferSkipLayerNorm(n *node) error {
 	if _, err := broadcast(x.shape, skip.shape); err != nil {
 		return err
 	}
-	if err := n.set(0, x.dtype, clone(x.shape)); err != nil {
+	if err := n.set(0, x.dtype, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
-	stat := clone(x.shape)
+	stat := shapes.Clone(x.shape)
 	if len(stat) > 0 {
 		stat[len(stat)-1] = 1
 	}
 	for i := 1; i <= 2; i++ {
-		if err := n.set(i, graph.Float32, clone(stat)); err != nil {
+		if err := n.set(i, graph.Float32, shapes.Clone(stat)); err != nil {
 			return err
 		}
 	}
-	if err := n.set(3, x.dtype, clone(x.shape)); err != nil {
+	if err := n.set(3, x.dtype, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
 	n.flops(mulSat(10, x.elems()))
@@ -165,7 +166,7 @@ func inferFusedMatMul(n *node) error {
 	if err != nil {
 		return err
 	}
-	as, bs := clone(a.shape), clone(b.shape)
+	as, bs := shapes.Clone(a.shape), shapes.Clone(b.shape)
 	swap := func(s []int64) {
 		if len(s) >= 2 {
 			s[len(s)-1], s[len(s)-2] = s[len(s)-2], s[len(s)-1]
@@ -194,7 +195,7 @@ func inferBiasAdd(n *node) error {
 		return err
 	}
 	n.flops(mulSat(2, x.elems()))
-	return n.set(0, x.dtype, clone(x.shape))
+	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }
 
 func inferEmbedLayerNorm(n *node) error {
@@ -216,7 +217,7 @@ func inferEmbedLayerNorm(n *node) error {
 	if err := n.set(1, graph.Int32, []int64{ids.shape[0]}); err != nil {
 		return err
 	}
-	if err := n.set(2, word.dtype, clone(out)); err != nil {
+	if err := n.set(2, word.dtype, shapes.Clone(out)); err != nil {
 		return err
 	}
 	n.flops(mulSat(10, prod(out)))

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Control flow. Bodies are imported as nested graphs (graph.Attr.Graphs)
@@ -117,7 +118,7 @@ func inferIf(n *node) error {
 	}
 	for i := range n.out {
 		o := outs[i]
-		v := &value{dtype: o.dtype, shape: clone(o.shape), known: o.known}
+		v := &value{dtype: o.dtype, shape: shapes.Clone(o.shape), known: o.known}
 		if known {
 			v.ints, v.floats = o.ints, o.floats
 		}
@@ -182,7 +183,7 @@ func inferLoop(n *node) error {
 				v = &value{dtype: v.dtype, shape: append([]int64{trip}, v.shape...), known: true}
 			}
 		} else {
-			v = &value{dtype: v.dtype, shape: clone(v.shape), known: v.known}
+			v = &value{dtype: v.dtype, shape: shapes.Clone(v.shape), known: v.known}
 		}
 		if err := n.setValue(i, v); err != nil {
 			return err
@@ -244,7 +245,7 @@ func inferScan(n *node) error {
 		if j < len(inAxes) {
 			a = inAxes[j]
 		}
-		ax, err := normAxis(a, x.rank())
+		ax, err := shapes.NormAxis(a, x.rank())
 		if err != nil {
 			return err
 		}
@@ -252,7 +253,7 @@ func inferScan(n *node) error {
 			return fmt.Errorf("scan inputs have lengths %d and %d", seq, x.shape[ax])
 		}
 		seq = x.shape[ax]
-		slice := slices.Delete(clone(x.shape), ax, ax+1)
+		slice := slices.Delete(shapes.Clone(x.shape), ax, ax+1)
 		formal = append(formal, &value{dtype: x.dtype, shape: slice, known: true})
 	}
 	outs, w, err := n.inferSub("body", formal)
@@ -271,11 +272,11 @@ func inferScan(n *node) error {
 			if k < len(outAxes) {
 				a = outAxes[k]
 			}
-			ax, err := normAxis(a, v.rank()+1)
+			ax, err := shapes.NormAxis(a, v.rank()+1)
 			if err != nil {
 				return err
 			}
-			v = &value{dtype: v.dtype, shape: slices.Insert(clone(v.shape), ax, seq), known: true}
+			v = &value{dtype: v.dtype, shape: slices.Insert(shapes.Clone(v.shape), ax, seq), known: true}
 		} else {
 			v = &value{dtype: v.dtype, shape: v.shape, known: v.known}
 		}
@@ -306,11 +307,11 @@ func inferScan8(n *node) error {
 		}
 		batch = x.shape[0]
 		if i < ns {
-			formal = append(formal, &value{dtype: x.dtype, shape: clone(x.shape[1:]), known: true})
+			formal = append(formal, &value{dtype: x.dtype, shape: shapes.Clone(x.shape[1:]), known: true})
 			continue
 		}
 		seq = max(seq, x.shape[1])
-		formal = append(formal, &value{dtype: x.dtype, shape: clone(x.shape[2:]), known: true})
+		formal = append(formal, &value{dtype: x.dtype, shape: shapes.Clone(x.shape[2:]), known: true})
 	}
 	outs, w, err := n.inferSub("body", formal)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Convolutions and pooling. MACs of a convolution are
@@ -264,7 +265,7 @@ func inferPool(n *node) error {
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
 	}
-	if err := n.set(1, graph.Int64, clone(out)); err != nil {
+	if err := n.set(1, graph.Int64, shapes.Clone(out)); err != nil {
 		return err
 	}
 	n.flops(mulSat(prod(out), prod(wa.kernel)))
@@ -279,7 +280,7 @@ func inferGlobalPool(n *node) error {
 	if x.rank() < 2 {
 		return fmt.Errorf("input %v must be N×C×spatial", x.shape)
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i := 2; i < len(out); i++ {
 		out[i] = 1
 	}
@@ -297,7 +298,7 @@ func inferMaxUnpool(n *node) error {
 		if !ok {
 			return errNeedValue
 		}
-		return n.set(0, x.dtype, clone(shape))
+		return n.set(0, x.dtype, shapes.Clone(shape))
 	}
 	k := x.rank() - 2
 	if k < 1 {
@@ -307,7 +308,7 @@ func inferMaxUnpool(n *node) error {
 	if err != nil {
 		return err
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i := range k {
 		out[2+i] = (x.shape[2+i]-1)*wa.strides[i] + wa.kernel[i] - wa.pads[i] - wa.pads[i+k]
 	}

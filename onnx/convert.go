@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
@@ -166,7 +167,7 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 			return nil, fmt.Errorf("initializer %q: %v", in.GetName(), err)
 		}
 		if _, err := g.AddTensor(graph.Tensor{Name: in.GetName(), DType: graph.DType(in.GetDataType()),
-			Shape: clone(dims), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
+			Shape: shapes.Clone(dims), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
 			return nil, fmt.Errorf("initializer %q is defined twice", in.GetName())
 		}
 	}
@@ -177,7 +178,7 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 			return nil, fmt.Errorf("sparse initializer %q has a bad shape or no name", name)
 		}
 		if _, err := g.AddTensor(graph.Tensor{Name: name, DType: graph.DType(v.GetDataType()),
-			Shape: clone(sp.GetDims()), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
+			Shape: shapes.Clone(sp.GetDims()), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
 			return nil, fmt.Errorf("initializer %q is defined twice", name)
 		}
 	}
@@ -377,7 +378,7 @@ func writeTensor(t *graph.Tensor, v *value) {
 		t.DType = v.dtype
 	}
 	if v.known {
-		t.Shape = clone(v.shape)
+		t.Shape = shapes.Clone(v.shape)
 		t.ShapeKnown = true
 	}
 }

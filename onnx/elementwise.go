@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Elementwise ops. FLOP convention: one FLOP per output element for
@@ -71,7 +72,7 @@ func inferUnary(cost int64) inferFunc {
 		if err != nil {
 			return err
 		}
-		out := &value{dtype: x.dtype, shape: clone(x.shape), known: true}
+		out := &value{dtype: x.dtype, shape: shapes.Clone(x.shape), known: true}
 		if f, ok := unaryFold[n.op]; ok {
 			if nums, ok := x.numbers(); ok {
 				res := make([]float64, len(nums))
@@ -118,7 +119,7 @@ func inferPredicate(n *node) error {
 		return err
 	}
 	n.flops(x.elems())
-	return n.set(0, graph.Bool, clone(x.shape))
+	return n.set(0, graph.Bool, shapes.Clone(x.shape))
 }
 
 // binaryFold computes one element of a binary op on integers; ok is false
@@ -235,7 +236,7 @@ func foldBinary(op string, a, b, out *value) {
 	if a.hasInts() && b.hasInts() {
 		res := make([]int64, n)
 		for i := range n {
-			r, ok := binaryInt(op, a.ints[broadcastIndex(i, out.shape, a.shape)], b.ints[broadcastIndex(i, out.shape, b.shape)])
+			r, ok := binaryInt(op, a.ints[shapes.BroadcastIndex(i, out.shape, a.shape)], b.ints[shapes.BroadcastIndex(i, out.shape, b.shape)])
 			if !ok {
 				return
 			}
@@ -258,7 +259,7 @@ func foldBinary(op string, a, b, out *value) {
 	}
 	res := make([]float64, n)
 	for i := range n {
-		r, ok := binaryFloat(op, an[broadcastIndex(i, out.shape, a.shape)], bn[broadcastIndex(i, out.shape, b.shape)])
+		r, ok := binaryFloat(op, an[shapes.BroadcastIndex(i, out.shape, a.shape)], bn[shapes.BroadcastIndex(i, out.shape, b.shape)])
 		if !ok {
 			return
 		}
@@ -362,10 +363,10 @@ func inferWhere(n *node) error {
 		if ok1 && ok2 {
 			res := make([]float64, prod(s))
 			for i := range res {
-				if cond.ints[broadcastIndex(int64(i), s, cond.shape)] != 0 {
-					res[i] = xn[broadcastIndex(int64(i), s, x.shape)]
+				if cond.ints[shapes.BroadcastIndex(int64(i), s, cond.shape)] != 0 {
+					res[i] = xn[shapes.BroadcastIndex(int64(i), s, x.shape)]
 				} else {
-					res[i] = yn[broadcastIndex(int64(i), s, y.shape)]
+					res[i] = yn[shapes.BroadcastIndex(int64(i), s, y.shape)]
 				}
 			}
 			setNumbers(out, res)
@@ -396,7 +397,7 @@ func inferCast(n *node) error {
 		}
 		dt = graph.DType(n.attrs.Int("to", 0))
 	}
-	out := &value{dtype: dt, shape: clone(x.shape), known: true}
+	out := &value{dtype: dt, shape: shapes.Clone(x.shape), known: true}
 	if nums, ok := x.numbers(); ok && dt != graph.String {
 		setNumbers(out, nums)
 	}
@@ -412,10 +413,10 @@ func inferDropout(n *node) error {
 	if err != nil {
 		return err
 	}
-	if err := n.setValue(0, &value{dtype: x.dtype, shape: clone(x.shape), known: true, ints: x.ints, floats: x.floats}); err != nil {
+	if err := n.setValue(0, &value{dtype: x.dtype, shape: shapes.Clone(x.shape), known: true, ints: x.ints, floats: x.floats}); err != nil {
 		return err
 	}
-	if err := n.set(1, graph.Bool, clone(x.shape)); err != nil {
+	if err := n.set(1, graph.Bool, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
 	n.flops(x.elems())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Less common standard ops: losses, signal processing, image sampling,
@@ -41,7 +42,7 @@ func inferLoss(n *node) error {
 	}
 	out := []int64{}
 	if n.attrs.String("reduction", "mean") == "none" {
-		out = clone(target.shape)
+		out = shapes.Clone(target.shape)
 	}
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
@@ -51,7 +52,7 @@ func inferLoss(n *node) error {
 		cost = 7
 	}
 	n.flops(mulSat(cost, x.elems()))
-	return n.set(1, x.dtype, clone(x.shape))
+	return n.set(1, x.dtype, shapes.Clone(x.shape))
 }
 
 func inferDet(n *node) error {
@@ -65,7 +66,7 @@ func inferDet(n *node) error {
 	}
 	m := x.shape[r-1]
 	n.flops(mulSat(prod(x.shape[:r-2]), mulSat(m, mulSat(m, m))))
-	return n.set(0, x.dtype, clone(x.shape[:r-2]))
+	return n.set(0, x.dtype, shapes.Clone(x.shape[:r-2]))
 }
 
 func inferGridSample(n *node) error {
@@ -142,11 +143,11 @@ func inferDFT(n *node) error {
 			return err
 		}
 	}
-	ax, err := normAxis(axis, r)
+	ax, err := shapes.NormAxis(axis, r)
 	if err != nil || ax == r-1 || ax == 0 {
 		return fmt.Errorf("axis %d is not a signal axis of %v", axis, x.shape)
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	if n.input(1) != nil {
 		if out[ax], err = n.scalarInt(1); err != nil {
 			return err
@@ -260,9 +261,9 @@ func inferCenterCropPad(n *node) error {
 	if len(axes) != len(shape) {
 		return fmt.Errorf("shape %v does not match axes %v", shape, axes)
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i, a := range axes {
-		ax, err := normAxis(a, x.rank())
+		ax, err := shapes.NormAxis(a, x.rank())
 		if err != nil {
 			return err
 		}
@@ -309,7 +310,7 @@ func inferAttention(n *node) error {
 		return fmt.Errorf("Q %v, K %v and V %v must all be 3-D or 4-D", q.shape, k.shape, v.shape)
 	}
 	var b, sq, skv, dq, dv, heads int64
-	out := clone(q.shape)
+	out := shapes.Clone(q.shape)
 	if q.rank() == 4 {
 		b, heads, sq, dq = q.shape[0], q.shape[1], q.shape[2], q.shape[3]
 		skv, dv = k.shape[2], v.shape[3]

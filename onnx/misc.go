@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Data-movement and indexing ops that keep or derive shapes simply.
@@ -40,7 +41,7 @@ func inferGatherElements(n *node) error {
 	if idx.rank() != x.rank() {
 		return fmt.Errorf("indices rank %d differs from data rank %d", idx.rank(), x.rank())
 	}
-	return n.set(0, x.dtype, clone(idx.shape))
+	return n.set(0, x.dtype, shapes.Clone(idx.shape))
 }
 
 func inferGatherND(n *node) error {
@@ -106,7 +107,7 @@ func inferOneHot(n *node) error {
 		return errNeedValue
 	}
 	r := idx.rank() + 1
-	axis, err := normAxis(n.attrs.Int("axis", -1), r)
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", -1), r)
 	if err != nil {
 		return err
 	}
@@ -129,20 +130,20 @@ func inferTopK(n *node) error {
 		}
 		k = kv[0]
 	}
-	axis, err := normAxis(n.attrs.Int("axis", -1), x.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", -1), x.rank())
 	if err != nil {
 		return err
 	}
 	if k < 0 || k > x.shape[axis] {
 		return fmt.Errorf("k=%d is out of range for axis %d of size %d", k, axis, x.shape[axis])
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	out[axis] = k
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
 	}
 	n.flops(x.elems())
-	return n.set(1, graph.Int64, clone(out))
+	return n.set(1, graph.Int64, shapes.Clone(out))
 }
 
 func inferEyeLike(n *node) error {
@@ -154,7 +155,7 @@ func inferEyeLike(n *node) error {
 	if n.attrs.Has("dtype") {
 		dt = graph.DType(n.attrs.Int("dtype", 1))
 	}
-	return n.set(0, dt, clone(x.shape))
+	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
 func inferNonZero(n *node) error {
@@ -194,11 +195,11 @@ func inferCompress(n *node) error {
 	if !n.attrs.Has("axis") {
 		return n.set(0, x.dtype, []int64{cnt})
 	}
-	axis, err := normAxis(n.attrs.Int("axis", 0), x.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", 0), x.rank())
 	if err != nil {
 		return err
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	out[axis] = min(cnt, out[axis])
 	return n.set(0, x.dtype, out)
 }
@@ -214,7 +215,7 @@ func inferRandom(n *node) error {
 	}
 	dt := graph.DType(n.attrs.Int("dtype", int64(graph.Float32)))
 	n.flops(mulSat(4, prod(shape)))
-	return n.set(0, dt, clone(shape))
+	return n.set(0, dt, shapes.Clone(shape))
 }
 
 func inferRandomLike(n *node) error {
@@ -227,7 +228,7 @@ func inferRandomLike(n *node) error {
 		dt = graph.DType(n.attrs.Int("dtype", 1))
 	}
 	n.flops(mulSat(4, x.elems()))
-	return n.set(0, dt, clone(x.shape))
+	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
 func inferMultinomial(n *node) error {

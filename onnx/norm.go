@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Normalisations and softmax. FLOP convention per input element: softmax
@@ -31,7 +32,7 @@ func inferSameShape(cost int64) inferFunc {
 			return err
 		}
 		n.flops(mulSat(cost, x.elems()))
-		return n.set(0, x.dtype, clone(x.shape))
+		return n.set(0, x.dtype, shapes.Clone(x.shape))
 	}
 }
 
@@ -45,7 +46,7 @@ func inferSoftmax(n *node) error {
 		def = 1
 	}
 	if x.rank() > 0 {
-		if _, err := normAxis(n.attrs.Int("axis", def), x.rank()); err != nil {
+		if _, err := shapes.NormAxis(n.attrs.Int("axis", def), x.rank()); err != nil {
 			return err
 		}
 	}
@@ -54,7 +55,7 @@ func inferSoftmax(n *node) error {
 		cost = 1
 	}
 	n.flops(mulSat(cost, x.elems()))
-	return n.set(0, x.dtype, clone(x.shape))
+	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }
 
 func inferBatchNorm(n *node) error {
@@ -65,12 +66,12 @@ func inferBatchNorm(n *node) error {
 	if x.rank() < 2 {
 		return fmt.Errorf("input %v must be N×C×...", x.shape)
 	}
-	if err := n.set(0, x.dtype, clone(x.shape)); err != nil {
+	if err := n.set(0, x.dtype, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
 	c := []int64{x.shape[1]}
 	for i := 1; i < len(n.out); i++ {
-		if err := n.set(i, x.dtype, clone(c)); err != nil {
+		if err := n.set(i, x.dtype, shapes.Clone(c)); err != nil {
 			return err
 		}
 	}
@@ -87,20 +88,20 @@ func inferLayerNorm(n *node) error {
 	if err != nil {
 		return err
 	}
-	axis, err := normAxis(n.attrs.Int("axis", -1), x.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", -1), x.rank())
 	if err != nil {
 		return err
 	}
-	if err := n.set(0, x.dtype, clone(x.shape)); err != nil {
+	if err := n.set(0, x.dtype, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
-	stat := clone(x.shape)
+	stat := shapes.Clone(x.shape)
 	for i := axis; i < len(stat); i++ {
 		stat[i] = 1
 	}
 	st := graph.DType(n.attrs.Int("stash_type", int64(graph.Float32)))
 	for i := 1; i < len(n.out) && i < 3; i++ {
-		if err := n.set(i, st, clone(stat)); err != nil {
+		if err := n.set(i, st, shapes.Clone(stat)); err != nil {
 			return err
 		}
 	}
@@ -114,5 +115,5 @@ func inferLRN(n *node) error {
 		return err
 	}
 	n.flops(mulSat(2*n.attrs.Int("size", 1)+4, x.elems()))
-	return n.set(0, x.dtype, clone(x.shape))
+	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }

@@ -3,6 +3,8 @@ package onnx
 import (
 	"fmt"
 	"math"
+
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Pad, Resize and friends: ops whose output sizes come from attributes
@@ -46,10 +48,10 @@ func inferPad(n *node) error {
 	if len(pads) != 2*len(axes) {
 		return fmt.Errorf("pads %v do not match %d axes", pads, len(axes))
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	k := len(axes)
 	for i, a := range axes {
-		ax, err := normAxis(a, r)
+		ax, err := shapes.NormAxis(a, r)
 		if err != nil {
 			return err
 		}
@@ -100,7 +102,7 @@ func inferResize(n *node) error {
 	axes := make([]int, 0, r)
 	if a := n.attrs.Ints("axes"); a != nil && n.opset >= 18 {
 		for _, v := range a {
-			ax, err := normAxis(v, r)
+			ax, err := shapes.NormAxis(v, r)
 			if err != nil {
 				return err
 			}
@@ -111,7 +113,7 @@ func inferResize(n *node) error {
 			axes = append(axes, i)
 		}
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	switch {
 	case sizes != nil:
 		if len(sizes) != len(axes) {

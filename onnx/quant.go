@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Quantization ops cost a few FLOPs per element (scale, round, shift,
@@ -28,7 +29,7 @@ func inferQuantize(n *node) error {
 		dt = graph.DType(n.attrs.Int("output_dtype", 0))
 	}
 	n.flops(mulSat(4, x.elems()))
-	return n.set(0, dt, clone(x.shape))
+	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
 func inferDequantize(n *node) error {
@@ -45,7 +46,7 @@ func inferDequantize(n *node) error {
 		dt = graph.DType(n.attrs.Int("output_dtype", 0))
 	}
 	n.flops(mulSat(2, x.elems()))
-	return n.set(0, dt, clone(x.shape))
+	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
 func inferDynamicQuantize(n *node) error {
@@ -57,7 +58,7 @@ func inferDynamicQuantize(n *node) error {
 		return fmt.Errorf("input must be float32, not %s", x.dtype)
 	}
 	n.flops(mulSat(6, x.elems()))
-	if err := n.set(0, graph.Uint8, clone(x.shape)); err != nil {
+	if err := n.set(0, graph.Uint8, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
 	if err := n.set(1, graph.Float32, []int64{}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Reductions cost one FLOP per input element (two for the squared and
@@ -37,7 +38,7 @@ func inferReduce(n *node) error {
 	red := make([]bool, r)
 	if !present || len(axes) == 0 {
 		if n.attrs.Int("noop_with_empty_axes", 0) != 0 && n.opset >= since {
-			res := sameData(x, clone(x.shape))
+			res := sameData(x, shapes.Clone(x.shape))
 			return n.setValue(0, res)
 		}
 		for i := range red {
@@ -45,7 +46,7 @@ func inferReduce(n *node) error {
 		}
 	}
 	for _, a := range axes {
-		i, err := normAxis(a, r)
+		i, err := shapes.NormAxis(a, r)
 		if err != nil {
 			return err
 		}
@@ -91,7 +92,7 @@ func foldReduce(op string, x *value, nums []float64, red []bool, res *value) {
 		return
 	}
 	// Index of each input element in the reduced (keepdims) layout.
-	kshape := clone(x.shape)
+	kshape := shapes.Clone(x.shape)
 	for i := range kshape {
 		if red[i] {
 			kshape[i] = 1
@@ -124,11 +125,11 @@ func inferArgReduce(n *node) error {
 	if x.rank() == 0 {
 		return fmt.Errorf("%s of a scalar", n.op)
 	}
-	axis, err := normAxis(n.attrs.Int("axis", 0), x.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", 0), x.rank())
 	if err != nil {
 		return err
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	if n.attrs.Int("keepdims", 1) != 0 {
 		out[axis] = 1
 	} else {

@@ -1,6 +1,10 @@
 package onnx
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/internal/shapes"
+)
 
 // Recurrent layers. The gate projections X·Wᵀ and H·Rᵀ are matrix
 // products, so they count as MACs: seq·dirs·batch·gates·hidden·(input+hidden).
@@ -50,7 +54,7 @@ func inferRNN(gates, elementwise int64) inferFunc {
 			h = []int64{batch, dirs, hidden}
 		}
 		for i, s := range [][]int64{y, h, h} {
-			if err := n.set(i, x.dtype, clone(s)); err != nil {
+			if err := n.set(i, x.dtype, shapes.Clone(s)); err != nil {
 				return err
 			}
 		}

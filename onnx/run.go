@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
@@ -37,7 +38,7 @@ func (c *converter) infer(sg *subgraph, sc *scope) error {
 	}
 	for _, sp := range sg.proto.GetSparseInitializer() {
 		sc.vals[sp.GetValues().GetName()] = &value{dtype: graph.DType(sp.GetValues().GetDataType()),
-			shape: clone(sp.GetDims()), known: true}
+			shape: shapes.Clone(sp.GetDims()), known: true}
 	}
 	// Outer names resolve through the parent scope; copy them onto the
 	// nested graph's input tensors.
@@ -95,7 +96,7 @@ func (c *converter) infer(sg *subgraph, sc *scope) error {
 			if v := n.out[0]; v != nil && v.hasInts() {
 				a := op.Attrs["value"]
 				if a.Kind == graph.AttrTensor {
-					a.TensorInts = clone(v.ints)
+					a.TensorInts = shapes.Clone(v.ints)
 					op.Attrs["value"] = a
 				}
 			}
@@ -212,7 +213,7 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	}
 	v := &value{dtype: graph.DType(tt.GetElemType()), known: true, shape: []int64{}}
 	if s, ok := c.opts.Shapes[name]; ok {
-		v.shape = clone(s)
+		v.shape = shapes.Clone(s)
 		for _, d := range tt.GetShape().GetDim() {
 			if p := d.GetDimParam(); p != "" {
 				c.dimsSeen[p] = true

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Shape-manipulation ops: they move data without arithmetic (0 FLOPs) and
@@ -210,7 +211,7 @@ func inferSqueeze(n *node) error {
 		}
 	}
 	for _, a := range axes {
-		i, err := normAxis(a, x.rank())
+		i, err := shapes.NormAxis(a, x.rank())
 		if err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func inferUnsqueeze(n *node) error {
 	r := x.rank() + len(axes)
 	ins := make([]bool, r)
 	for _, a := range axes {
-		i, err := normAxis(a, r)
+		i, err := shapes.NormAxis(a, r)
 		if err != nil {
 			return err
 		}
@@ -276,14 +277,14 @@ func inferConcat(n *node) error {
 		return fmt.Errorf("Concat has no inputs")
 	}
 	r := vals[0].rank()
-	axis, err := normAxis(n.attrs.Int("axis", 0), max(r, 1))
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", 0), max(r, 1))
 	if err != nil {
 		return err
 	}
 	if r == 0 {
 		return fmt.Errorf("cannot concatenate scalars")
 	}
-	out := clone(vals[0].shape)
+	out := shapes.Clone(vals[0].shape)
 	for _, v := range vals[1:] {
 		if v.rank() != r {
 			return fmt.Errorf("inputs have ranks %d and %d", r, v.rank())
@@ -340,7 +341,7 @@ func inferGather(n *node) error {
 	if data.rank() == 0 {
 		return fmt.Errorf("cannot gather from a scalar")
 	}
-	axis, err := normAxis(n.attrs.Int("axis", 0), data.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", 0), data.rank())
 	if err != nil {
 		return err
 	}
@@ -396,7 +397,7 @@ func inferTranspose(n *node) error {
 	out := make([]int64, r)
 	p := make([]int, r)
 	for i, a := range perm {
-		j, err := normAxis(a, r)
+		j, err := shapes.NormAxis(a, r)
 		if err != nil || seen[j] {
 			return fmt.Errorf("perm %v is not a permutation", perm)
 		}
@@ -456,14 +457,14 @@ func inferSlice(n *node) error {
 		return fmt.Errorf("starts, ends, axes and steps differ in length")
 	}
 	r := x.rank()
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	begin := make([]int64, r)
 	step := make([]int64, r)
 	for i := range step {
 		step[i] = 1
 	}
 	for i, a := range axes {
-		ax, err := normAxis(a, r)
+		ax, err := shapes.NormAxis(a, r)
 		if err != nil {
 			return err
 		}
@@ -521,7 +522,7 @@ func inferSplit(n *node) error {
 	if err != nil {
 		return err
 	}
-	axis, err := normAxis(n.attrs.Int("axis", 0), x.rank())
+	axis, err := shapes.NormAxis(n.attrs.Int("axis", 0), x.rank())
 	if err != nil {
 		return err
 	}
@@ -575,7 +576,7 @@ func inferSplit(n *node) error {
 	}
 	var off int64
 	for i, s := range split {
-		shape := clone(x.shape)
+		shape := shapes.Clone(x.shape)
 		shape[axis] = s
 		res := &value{dtype: x.dtype, shape: shape, known: true}
 		xs, o := strides(x.shape), off
@@ -682,7 +683,7 @@ func inferConstantOfShape(n *node) error {
 	if err := checkShape(shape); err != nil {
 		return err
 	}
-	res := &value{dtype: dt, shape: clone(shape), known: true}
+	res := &value{dtype: dt, shape: shapes.Clone(shape), known: true}
 	if fill.hasInts() || fill.hasFloats() {
 		gatherFold(fill, res, func([]int64) int64 { return 0 })
 	}
@@ -706,7 +707,7 @@ func inferConstant(n *node) error {
 		return n.setInts(0, graph.Int64, []int64{}, []int64{a.Int("value_int", 0)})
 	case a.Has("value_ints"):
 		is := a.Ints("value_ints")
-		return n.setInts(0, graph.Int64, []int64{int64(len(is))}, clone(is))
+		return n.setInts(0, graph.Int64, []int64{int64(len(is))}, shapes.Clone(is))
 	case a.Has("value_float"):
 		return n.setValue(0, &value{dtype: graph.Float32, shape: []int64{}, known: true,
 			floats: []float64{a.Float("value_float", 0)}})
@@ -725,9 +726,9 @@ func inferConstant(n *node) error {
 // read at import when they were inline.
 func (n *node) constTensor(at graph.Attr) *value {
 	t := at.Tensor
-	v := &value{dtype: t.DType, shape: clone(t.Shape), known: true}
+	v := &value{dtype: t.DType, shape: shapes.Clone(t.Shape), known: true}
 	if at.TensorInts != nil {
-		v.ints = clone(at.TensorInts)
+		v.ints = shapes.Clone(at.TensorInts)
 	} else if f := n.c.constFloats[t]; f != nil {
 		v.floats = f
 	}

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // maxElements bounds the element count of any inferred tensor: a shape
@@ -161,39 +162,8 @@ func broadcast(a, b []int64) ([]int64, error) {
 	return out, nil
 }
 
-// broadcastIndex maps a flat index of the broadcast shape out to the flat
-// index of an operand of shape s.
-func broadcastIndex(idx int64, out, s []int64) int64 {
-	var r, stride int64 = 0, 1
-	off := len(out) - len(s)
-	for i := len(out) - 1; i >= 0; i-- {
-		c := idx % out[i]
-		idx /= out[i]
-		if j := i - off; j >= 0 {
-			if s[j] != 1 {
-				r += c * stride
-			}
-			stride *= s[j]
-		}
-	}
-	return r
-}
-
-// normAxis resolves a possibly negative axis against rank r.
-func normAxis(a int64, r int) (int, error) {
-	if a < -int64(r) || a >= int64(r) {
-		return 0, fmt.Errorf("axis %d is out of range for rank %d", a, r)
-	}
-	if a < 0 {
-		a += int64(r)
-	}
-	return int(a), nil
-}
-
-func clone(s []int64) []int64 { return append([]int64{}, s...) }
-
 // shapeValue returns a 1-D int64 value holding s, the form of a Shape
 // output.
 func shapeValue(s []int64) *value {
-	return &value{dtype: graph.Int64, shape: []int64{int64(len(s))}, known: true, ints: clone(s)}
+	return &value{dtype: graph.Int64, shape: []int64{int64(len(s))}, known: true, ints: shapes.Clone(s)}
 }

@@ -1,6 +1,10 @@
 package tf
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/internal/shapes"
+)
 
 // Assumptions: what settle (guess.go) falls back on when deduction
 // leaves shapes unknown. Each is recorded in converter.assumed, kept only
@@ -160,7 +164,7 @@ func reshapeCandidates(in []int64, out *value) []*value {
 	var cands []*value
 	for p := 0; p <= min(r, len(in)); p++ {
 		for s := 0; p+s <= min(r, len(in)); s++ {
-			v := &value{shape: clone(out.shape), ranked: true, count: out.count}
+			v := &value{shape: shapes.Clone(out.shape), ranked: true, count: out.count}
 			ok := true
 			for k := range p {
 				if d := v.shape[k]; d >= 0 && d != in[k] {

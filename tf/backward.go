@@ -1,5 +1,9 @@
 package tf
 
+import (
+	"github.com/opplace/opplace/internal/shapes"
+)
+
 // Backward deduction: what an op's outputs (known from the signature or
 // from their own consumers) say about its inputs. Every rule here is a
 // deduction, never a guess: it returns for each input either nothing or
@@ -64,11 +68,11 @@ func one(n, i int, v *value) [][]*value {
 }
 
 func without(s []int64, k int) []int64 {
-	return append(clone(s[:k]), s[k+1:]...)
+	return append(shapes.Clone(s[:k]), s[k+1:]...)
 }
 
 func insertAt(s []int64, k int, d int64) []int64 {
-	return append(append(clone(s[:k]), d), s[k:]...)
+	return append(append(shapes.Clone(s[:k]), d), s[k:]...)
 }
 
 // outVal is output i, never nil.
@@ -83,7 +87,7 @@ func (n *node) outVal(i int) *value {
 // unary ops, Cast, BiasAdd, Identity).
 func backSame(n *node) [][]*value {
 	o := n.outVal(0)
-	return one(len(n.in), 0, &value{shape: clone(o.shape), ranked: o.ranked, count: o.numElems()})
+	return one(len(n.in), 0, &value{shape: shapes.Clone(o.shape), ranked: o.ranked, count: o.numElems()})
 }
 
 // backBroadcast: numpy broadcasting, right-aligned. Where the output has
@@ -140,7 +144,7 @@ func backAddN(n *node) [][]*value {
 	o := n.outVal(0)
 	res := make([][]*value, len(n.in))
 	for i := range res {
-		res[i] = []*value{{shape: clone(o.shape), ranked: o.ranked, count: o.numElems()}}
+		res[i] = []*value{{shape: shapes.Clone(o.shape), ranked: o.ranked, count: o.numElems()}}
 	}
 	return res
 }
@@ -167,7 +171,7 @@ func backUnpack(n *node) [][]*value {
 	if !base.ranked {
 		return nil
 	}
-	ax, err := normAxis(n.attrInt("axis", 0), len(base.shape)+1)
+	ax, err := shapes.NormAxis(n.attrInt("axis", 0), len(base.shape)+1)
 	if err != nil {
 		return nil
 	}
@@ -180,7 +184,7 @@ func backPack(n *node) [][]*value {
 	base := &value{}
 	o := n.outVal(0)
 	if o.ranked && len(o.shape) > 0 {
-		if ax, err := normAxis(n.attrInt("axis", 0), len(o.shape)); err == nil {
+		if ax, err := shapes.NormAxis(n.attrInt("axis", 0), len(o.shape)); err == nil {
 			base = &value{shape: without(o.shape, ax), ranked: true}
 		}
 	}
@@ -206,7 +210,7 @@ func backExpandDims(n *node) [][]*value {
 		return nil
 	}
 	if a, err := n.ints(1); err == nil && len(a) == 1 {
-		ax, err := normAxis(a[0], len(o.shape))
+		ax, err := shapes.NormAxis(a[0], len(o.shape))
 		if err != nil {
 			return nil
 		}
@@ -237,7 +241,7 @@ func backSqueeze(n *node) [][]*value {
 	r := len(o.shape) + len(dims)
 	drop := make([]bool, r)
 	for _, a := range dims {
-		ax, err := normAxis(a, r)
+		ax, err := shapes.NormAxis(a, r)
 		if err != nil || drop[ax] {
 			return nil
 		}
@@ -278,7 +282,7 @@ func backReduce(n *node) [][]*value {
 		}
 		drop := make([]bool, r)
 		for _, a := range axes {
-			ax, err := normAxis(a, r)
+			ax, err := shapes.NormAxis(a, r)
 			if err != nil {
 				return nil
 			}
@@ -310,7 +314,7 @@ func backReduce(n *node) [][]*value {
 	if keep {
 		for k, d := range o.shape {
 			if d == 1 || d < 0 {
-				s := clone(o.shape)
+				s := shapes.Clone(o.shape)
 				s[k] = unknownDim
 				res[0] = append(res[0], &value{shape: s, ranked: true})
 			}
@@ -339,7 +343,7 @@ func backConcat(n *node) [][]*value {
 	R := len(o.shape)
 	axis := -1
 	if a, err := n.ints(len(n.in) - 1); err == nil && len(a) == 1 {
-		ax, err := normAxis(a[0], R)
+		ax, err := shapes.NormAxis(a[0], R)
 		if err != nil {
 			return nil
 		}
@@ -376,7 +380,7 @@ func backConcat(n *node) [][]*value {
 		sum += v.shape[axis]
 	}
 	for i := range vals {
-		s := clone(o.shape)
+		s := shapes.Clone(o.shape)
 		s[axis] = unknownDim
 		if i == missing && o.shape[axis] >= 0 && o.shape[axis] >= sum {
 			s[axis] = o.shape[axis] - sum
@@ -415,7 +419,7 @@ func backTranspose(n *node) [][]*value {
 	}
 	s := partial(0, len(perm)).shape
 	for i, p := range perm {
-		ax, err := normAxis(p, len(perm))
+		ax, err := shapes.NormAxis(p, len(perm))
 		if err != nil {
 			return nil
 		}
@@ -431,7 +435,7 @@ func backPad(n *node) [][]*value {
 	if err != nil || !o.ranked || len(pads) != 2*len(o.shape) {
 		return nil
 	}
-	s := clone(o.shape)
+	s := shapes.Clone(o.shape)
 	for i := range s {
 		if s[i] >= 0 {
 			s[i] -= pads[2*i] + pads[2*i+1]
@@ -448,7 +452,7 @@ func backIdentityN(n *node) [][]*value {
 	res := make([][]*value, len(n.in))
 	for i := range res {
 		o := n.outVal(i)
-		res[i] = []*value{{shape: clone(o.shape), ranked: o.ranked, count: o.numElems()}}
+		res[i] = []*value{{shape: shapes.Clone(o.shape), ranked: o.ranked, count: o.numElems()}}
 	}
 	return res
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -157,7 +158,7 @@ func (c *converter) infer() error {
 // dynamic leading dimension with --batch; other dynamic dimensions stay
 // unknown.
 func (c *converter) bindSignature(s []int64) *value {
-	v := &value{shape: clone(s), ranked: true}
+	v := &value{shape: shapes.Clone(s), ranked: true}
 	for i, d := range v.shape {
 		if d < 0 {
 			v.shape[i] = unknownDim
@@ -476,7 +477,7 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 			if err := checkShape(w.Shape); err != nil {
 				return nil, fmt.Errorf("weights manifest: %v", err)
 			}
-			v.shape = clone(w.Shape)
+			v.shape = shapes.Clone(w.Shape)
 			if v.dtype == graph.Undefined {
 				v.dtype = jsDType(w.Dtype)
 			}
@@ -495,16 +496,16 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 	name := nd.GetName()
 	dt := dtypeOf(nd.GetAttr()["dtype"].GetType())
 	if s, ok := c.opts.Import.Shapes[name]; ok {
-		return &value{dtype: dt, shape: clone(s), ranked: true}, nil
+		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
 	}
 	if s, ok := c.opts.Import.Shapes[name+":0"]; ok {
-		return &value{dtype: dt, shape: clone(s), ranked: true}, nil
+		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
 	}
 	dims, ranked := shapeOf(nd.GetAttr()["shape"].GetShape())
 	if c.meta != nil {
 		if s, ok := c.meta.inputs[name]; ok && (!ranked || len(dims) == len(s)) {
 			if !ranked {
-				dims, ranked = clone(s), true
+				dims, ranked = shapes.Clone(s), true
 			}
 			for i := range dims {
 				if dims[i] < 0 && s[i] >= 0 {
@@ -562,7 +563,7 @@ func (c *converter) build() (*graph.Graph, error) {
 			v := c.vals[i][k]
 			t := graph.Tensor{Name: tensorName(nd.GetName(), k), DType: v.dtype, Kind: kind}
 			if v.known() {
-				t.Shape, t.ShapeKnown = clone(v.shape), true
+				t.Shape, t.ShapeKnown = shapes.Clone(v.shape), true
 			} else if !isSource(nd.GetOp()) {
 				unshaped[nd.GetOp()] = append(unshaped[nd.GetOp()], t.Name)
 			}
@@ -732,7 +733,7 @@ func convertAttrs(nd *nodepb.NodeDef) graph.Attrs {
 			l := x.List
 			switch {
 			case len(l.GetI()) > 0:
-				a[k] = graph.Attr{Kind: graph.AttrInts, Ints: clone(l.GetI())}
+				a[k] = graph.Attr{Kind: graph.AttrInts, Ints: shapes.Clone(l.GetI())}
 			case len(l.GetF()) > 0:
 				fs := make([]float64, len(l.GetF()))
 				for i, f := range l.GetF() {

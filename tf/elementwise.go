@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 func init() {
@@ -48,9 +49,9 @@ func inferSame(out graph.DType) func(n *node) error {
 		if dt == graph.Undefined {
 			dt = n.dt()
 		}
-		v := &value{dtype: dt, shape: clone(x.shape), ranked: x.ranked}
+		v := &value{dtype: dt, shape: shapes.Clone(x.shape), ranked: x.ranked}
 		if x.hasInts() && (n.op == "Identity" || n.op == "StopGradient" || n.op == "Snapshot") {
-			v.ints = clone(x.ints)
+			v.ints = shapes.Clone(x.ints)
 		}
 		if x.hasInts() && n.op == "Neg" {
 			v.ints = make([]int64, len(x.ints))
@@ -71,9 +72,9 @@ func inferCast(n *node) error {
 	if dt == graph.Undefined {
 		dt = x.dtype
 	}
-	v := &value{dtype: dt, shape: clone(x.shape), ranked: x.ranked}
+	v := &value{dtype: dt, shape: shapes.Clone(x.shape), ranked: x.ranked}
 	if x.hasInts() && isIntType(dt) {
-		v.ints = clone(x.ints)
+		v.ints = shapes.Clone(x.ints)
 	}
 	return n.setValue(0, v)
 }
@@ -92,7 +93,7 @@ func inferBiasAdd(n *node) error {
 			return fmt.Errorf("bias of shape %s does not match the channels of %s", b, x)
 		}
 	}
-	return n.setValue(0, &value{dtype: n.dt(), shape: clone(x.shape), ranked: x.ranked})
+	return n.setValue(0, &value{dtype: n.dt(), shape: shapes.Clone(x.shape), ranked: x.ranked})
 }
 
 // broadcastAll merges ranked shapes; unranked inputs make it unknown.
@@ -103,7 +104,7 @@ func broadcastAll(vals []*value) (*value, error) {
 			return nil, nil
 		}
 		if i == 0 {
-			out = clone(v.shape)
+			out = shapes.Clone(v.shape)
 			continue
 		}
 		var err error
@@ -150,24 +151,6 @@ func inferSelect(n *node) error {
 	return n.setValue(0, v)
 }
 
-// broadcastIndex maps flat index idx of shape out to the flat index of a
-// broadcast operand of shape s.
-func broadcastIndex(idx int64, out, s []int64) int64 {
-	var r, stride int64 = 0, 1
-	off := len(out) - len(s)
-	for i := len(out) - 1; i >= 0; i-- {
-		c := idx % out[i]
-		idx /= out[i]
-		if j := i - off; j >= 0 {
-			if s[j] != 1 {
-				r += c * stride
-			}
-			stride *= s[j]
-		}
-	}
-	return r
-}
-
 // foldBinary computes integer results for small known operands: the
 // arithmetic of shape computations.
 func foldBinary(op string, a, b, out *value) {
@@ -177,8 +160,8 @@ func foldBinary(op string, a, b, out *value) {
 	n := prod(out.shape)
 	res := make([]int64, n)
 	for i := int64(0); i < n; i++ {
-		x := a.ints[broadcastIndex(i, out.shape, a.shape)]
-		y := b.ints[broadcastIndex(i, out.shape, b.shape)]
+		x := a.ints[shapes.BroadcastIndex(i, out.shape, a.shape)]
+		y := b.ints[shapes.BroadcastIndex(i, out.shape, b.shape)]
 		switch op {
 		case "Add", "AddV2":
 			res[i] = x + y

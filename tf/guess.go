@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // maxSettleRounds bounds the rounds of settle.
@@ -142,7 +143,7 @@ func (c *converter) axisConsts() ([]int, map[int][]axisUse) {
 // does not fit.
 func (c *converter) axisFits(k int, uses []axisUse, a int64) []*value {
 	cv := c.vals[k][0]
-	axv := &value{dtype: cv.dtype, shape: clone(cv.shape), ranked: true, ints: []int64{a}}
+	axv := &value{dtype: cv.dtype, shape: shapes.Clone(cv.shape), ranked: true, ints: []int64{a}}
 	outs := make([]*value, 0, len(uses))
 	for _, u := range uses {
 		n := c.view(u.node)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 )
@@ -122,7 +123,7 @@ func (n *node) setInts(i int, dt graph.DType, shape []int64, ints []int64) error
 		return err
 	}
 	if i < len(n.out) && int64(len(ints)) == prod(shape) && len(ints) <= maxFold {
-		n.out[i].ints = clone(ints)
+		n.out[i].ints = shapes.Clone(ints)
 	}
 	return nil
 }
@@ -264,7 +265,7 @@ func (c *converter) inferNode(n *node) error {
 			}
 		}
 		if v.count > 0 && !v.known() && v.ranked {
-			v = &value{dtype: v.dtype, shape: clone(v.shape), ranked: true, count: v.count, fromConst: v.fromConst}
+			v = &value{dtype: v.dtype, shape: shapes.Clone(v.shape), ranked: true, count: v.count, fromConst: v.fromConst}
 			if !complete(v) && c.strict {
 				return fmt.Errorf("output %d: shape %s cannot hold %d elements", i, v, v.count)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // meet merges two descriptions of one tensor: a rank known to either,
@@ -27,7 +28,7 @@ func meet(a, b *value) (*value, bool) {
 		if len(a.shape) != len(b.shape) {
 			return a, false
 		}
-		out.shape = clone(a.shape)
+		out.shape = shapes.Clone(a.shape)
 		for i, d := range b.shape {
 			switch {
 			case d < 0:
@@ -38,9 +39,9 @@ func meet(a, b *value) (*value, bool) {
 			}
 		}
 	case a.ranked:
-		out.shape = clone(a.shape)
+		out.shape = shapes.Clone(a.shape)
 	case b.ranked:
-		out.shape = clone(b.shape)
+		out.shape = shapes.Clone(b.shape)
 	}
 	ca, cb := a.numElems(), b.numElems()
 	switch {
@@ -56,9 +57,9 @@ func meet(a, b *value) (*value, bool) {
 	}
 	switch {
 	case a.hasInts() && out.known():
-		out.ints = clone(a.ints)
+		out.ints = shapes.Clone(a.ints)
 	case b.hasInts() && out.known():
-		out.ints = clone(b.ints)
+		out.ints = shapes.Clone(b.ints)
 	}
 	if out.known() {
 		out.count = 0
@@ -136,7 +137,7 @@ func common(cands []*value) *value {
 	if !out.ranked || r < 0 {
 		return &value{count: out.count}
 	}
-	out.shape = clone(cands[0].shape)
+	out.shape = shapes.Clone(cands[0].shape)
 	for _, c := range cands[1:] {
 		for i, d := range c.shape {
 			if d != out.shape[i] {

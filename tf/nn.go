@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 func init() {
@@ -146,7 +147,7 @@ func inferConv(n *node) error {
 	if err != nil {
 		return err
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	out[cax] = cout
 	for i, ax := range sp {
 		out[ax] = spOut[i]
@@ -196,7 +197,7 @@ func inferConvBackpropInput(n *node) error {
 	if len(sizes) != w.rank() {
 		return fmt.Errorf("input_sizes %v does not match the filter %s", sizes, w)
 	}
-	return n.set(0, n.dt(), clone(sizes))
+	return n.set(0, n.dt(), shapes.Clone(sizes))
 }
 
 // costConvBackpropInput: every element of out_backprop scatters into a
@@ -247,7 +248,7 @@ func inferPool(n *node) error {
 	if err != nil {
 		return err
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i, ax := range sp {
 		out[ax] = spOut[i]
 	}
@@ -270,7 +271,7 @@ func inferBatchNorm(n *node) error {
 	if x == nil {
 		return fmt.Errorf("input 0 is missing")
 	}
-	if err := n.setValue(0, &value{dtype: n.dt(), shape: clone(x.shape), ranked: x.ranked}); err != nil {
+	if err := n.setValue(0, &value{dtype: n.dt(), shape: shapes.Clone(x.shape), ranked: x.ranked}); err != nil {
 		return err
 	}
 	if !x.ranked || len(x.shape) < 2 {
@@ -397,7 +398,7 @@ func inferDepthSpace(n *node) error {
 		return fmt.Errorf("block_size %d and input %s: want a block of 2 or more and a rank-4 input", b, x)
 	}
 	cax, sp := n.layout(4)
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	if n.op == "DepthToSpace" {
 		if out[cax]%(b*b) != 0 {
 			return fmt.Errorf("channels %d are not divisible by block_size² %d", out[cax], b*b)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 func init() {
@@ -43,7 +44,7 @@ func inferReduce(n *node) error {
 	}
 	drop := make([]bool, r)
 	for _, a := range axes {
-		ax, err := normAxis(a, r)
+		ax, err := shapes.NormAxis(a, r)
 		if err != nil {
 			return err
 		}
@@ -100,11 +101,11 @@ func inferArgMax(n *node) error {
 	if err != nil {
 		return n.setValue(0, partial(dt, r-1))
 	}
-	ax, err := normAxis(a[0], r)
+	ax, err := shapes.NormAxis(a[0], r)
 	if err != nil {
 		return err
 	}
-	out := append(clone(x.shape[:ax]), x.shape[ax+1:]...)
+	out := append(shapes.Clone(x.shape[:ax]), x.shape[ax+1:]...)
 	return n.setValue(0, &value{dtype: dt, shape: out, ranked: true})
 }
 
@@ -121,10 +122,10 @@ func inferTopK(n *node) error {
 	if r == 0 || k[0] < 0 || k[0] > x.shape[r-1] {
 		return fmt.Errorf("k=%d is out of range for %s", k[0], x)
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	out[r-1] = k[0]
 	if err := n.set(0, n.dt(), out); err != nil {
 		return err
 	}
-	return n.set(1, graph.Int32, clone(out))
+	return n.set(1, graph.Int32, shapes.Clone(out))
 }

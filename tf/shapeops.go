@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 func init() {
@@ -63,7 +64,7 @@ func inferReshape(n *node) error {
 		}
 		return errPartial
 	}
-	out := clone(target)
+	out := shapes.Clone(target)
 	infer := -1
 	known := int64(1)
 	for i, d := range out {
@@ -90,7 +91,7 @@ func inferReshape(n *node) error {
 	}
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
 	if x.hasInts() {
-		v.ints = clone(x.ints)
+		v.ints = shapes.Clone(x.ints)
 	}
 	return n.setValue(0, v)
 }
@@ -114,7 +115,7 @@ func inferSqueeze(n *node) error {
 		}
 	}
 	for _, a := range dims {
-		ax, err := normAxis(a, len(x.shape))
+		ax, err := shapes.NormAxis(a, len(x.shape))
 		if err != nil {
 			return err
 		}
@@ -139,7 +140,7 @@ func inferSqueeze(n *node) error {
 		v.shape = []int64{}
 	}
 	if x.hasInts() {
-		v.ints = clone(x.ints)
+		v.ints = shapes.Clone(x.ints)
 	}
 	return n.setValue(0, v)
 }
@@ -156,14 +157,14 @@ func inferExpandDims(n *node) error {
 	if len(dim) != 1 {
 		return fmt.Errorf("dim must be a single axis, got %v", dim)
 	}
-	ax, err := normAxis(dim[0], len(x.shape)+1)
+	ax, err := shapes.NormAxis(dim[0], len(x.shape)+1)
 	if err != nil {
 		return err
 	}
-	out := append(append(clone(x.shape[:ax]), 1), x.shape[ax:]...)
+	out := append(append(shapes.Clone(x.shape[:ax]), 1), x.shape[ax:]...)
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
 	if x.hasInts() {
-		v.ints = clone(x.ints)
+		v.ints = shapes.Clone(x.ints)
 	}
 	return n.setValue(0, v)
 }
@@ -210,7 +211,7 @@ func inferTranspose(n *node) error {
 	out := make([]int64, len(perm))
 	seen := make([]bool, len(perm))
 	for i, p := range perm {
-		ax, err := normAxis(p, len(perm))
+		ax, err := shapes.NormAxis(p, len(perm))
 		if err != nil || seen[ax] {
 			return fmt.Errorf("perm %v is not a permutation", perm)
 		}
@@ -245,7 +246,7 @@ func inferConcat(n *node) error {
 	if err != nil || len(axv) != 1 {
 		return n.setValue(0, partial(dt, rank))
 	}
-	axis, err := normAxis(axv[0], rank)
+	axis, err := shapes.NormAxis(axv[0], rank)
 	if err != nil {
 		return err
 	}
@@ -303,11 +304,11 @@ func inferPack(n *node) error {
 		return errPartial
 	}
 	r := len(base.shape) + 1
-	ax, err := normAxis(n.attrInt("axis", 0), r)
+	ax, err := shapes.NormAxis(n.attrInt("axis", 0), r)
 	if err != nil {
 		return err
 	}
-	out := append(append(clone(base.shape[:ax]), int64(len(n.in))), base.shape[ax:]...)
+	out := append(append(shapes.Clone(base.shape[:ax]), int64(len(n.in))), base.shape[ax:]...)
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
 	if len(base.shape) == 0 {
 		var ints []int64
@@ -330,16 +331,16 @@ func inferUnpack(n *node) error {
 	if x == nil || !x.ranked {
 		return errPartial
 	}
-	ax, err := normAxis(n.attrInt("axis", 0), len(x.shape))
+	ax, err := shapes.NormAxis(n.attrInt("axis", 0), len(x.shape))
 	if err != nil {
 		return err
 	}
 	if num := int64(len(n.out)); x.shape[ax] >= 0 && x.shape[ax] != num {
 		return fmt.Errorf("axis %d of %s has size %d, not num=%d", ax, x, x.shape[ax], num)
 	}
-	out := append(clone(x.shape[:ax]), x.shape[ax+1:]...)
+	out := append(shapes.Clone(x.shape[:ax]), x.shape[ax+1:]...)
 	for i := range n.out {
-		v := &value{dtype: n.dt(), shape: clone(out), ranked: true}
+		v := &value{dtype: n.dt(), shape: shapes.Clone(out), ranked: true}
 		if x.hasInts() && len(x.shape) == 1 {
 			v.ints = []int64{x.ints[i]}
 		}
@@ -359,7 +360,7 @@ func inferFill(n *node) error {
 	if v := n.input(1); v != nil && v.dtype != graph.Undefined {
 		dt = v.dtype
 	}
-	out := clone(dims)
+	out := shapes.Clone(dims)
 	if err := checkShape(out); err != nil {
 		return fmt.Errorf("dims: %v", err)
 	}
@@ -424,7 +425,7 @@ func inferTile(n *node) error {
 	if len(m) != len(x.shape) {
 		return fmt.Errorf("multiples %v do not match rank %d", m, len(x.shape))
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i := range out {
 		out[i] = mulSat(out[i], m[i])
 	}
@@ -478,7 +479,7 @@ func inferSlice(n *node) error {
 	}
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
 	if x.hasInts() && len(x.shape) == 1 {
-		v.ints = clone(x.ints[begin[0] : begin[0]+out[0]])
+		v.ints = shapes.Clone(x.ints[begin[0] : begin[0]+out[0]])
 	}
 	return n.setValue(0, v)
 }
@@ -495,7 +496,7 @@ func inferPad(n *node) error {
 	if len(pads) != 2*len(x.shape) {
 		return fmt.Errorf("paddings hold %d values, want %d for %s", len(pads), 2*len(x.shape), x)
 	}
-	out := clone(x.shape)
+	out := shapes.Clone(x.shape)
 	for i := range out {
 		b, a := pads[2*i], pads[2*i+1]
 		if b < 0 || a < 0 {
@@ -534,7 +535,7 @@ func inferGather(n *node) error {
 		}
 		axis = a[0]
 	}
-	ax, err := normAxis(axis, len(p.shape))
+	ax, err := shapes.NormAxis(axis, len(p.shape))
 	if err != nil {
 		return err
 	}
@@ -545,7 +546,7 @@ func inferGather(n *node) error {
 	if bd > ax || bd > len(idx.shape) {
 		return fmt.Errorf("batch_dims %d exceeds the axis %d or the indices' rank", bd, ax)
 	}
-	out := append(append(clone(p.shape[:ax]), idx.shape[bd:]...), p.shape[ax+1:]...)
+	out := append(append(shapes.Clone(p.shape[:ax]), idx.shape[bd:]...), p.shape[ax+1:]...)
 	v := &value{dtype: p.dtype, shape: out, ranked: true}
 	if p.hasInts() && idx.hasInts() && len(p.shape) == 1 {
 		for _, i := range idx.ints {
@@ -574,7 +575,7 @@ func inferGatherNd(n *node) error {
 	if q > int64(len(p.shape)) {
 		return fmt.Errorf("indices %s index %d axes of params %s", idx, q, p)
 	}
-	out := append(clone(idx.shape[:len(idx.shape)-1]), p.shape[q:]...)
+	out := append(shapes.Clone(idx.shape[:len(idx.shape)-1]), p.shape[q:]...)
 	return n.setValue(0, &value{dtype: p.dtype, shape: out, ranked: true})
 }
 
@@ -596,7 +597,7 @@ func inferSplit(n *node) error {
 	if x == nil || !x.known() {
 		return errPartial
 	}
-	ax, err := normAxis(axv[0], len(x.shape))
+	ax, err := shapes.NormAxis(axv[0], len(x.shape))
 	if err != nil {
 		return err
 	}
@@ -639,7 +640,7 @@ func inferSplit(n *node) error {
 		}
 	}
 	for i, sz := range sizes {
-		out := clone(x.shape)
+		out := shapes.Clone(x.shape)
 		out[ax] = sz
 		if err := n.set(i, n.dt(), out); err != nil {
 			return err
@@ -659,11 +660,11 @@ func inferOneHot(n *node) error {
 	}
 	ax := n.attrInt("axis", -1)
 	r := len(idx.shape) + 1
-	a, err := normAxis(ax, r)
+	a, err := shapes.NormAxis(ax, r)
 	if err != nil {
 		return err
 	}
-	out := append(append(clone(idx.shape[:a]), depth[0]), idx.shape[a:]...)
+	out := append(append(shapes.Clone(idx.shape[:a]), depth[0]), idx.shape[a:]...)
 	dt := graph.Float32
 	if v := n.input(2); v != nil && v.dtype != graph.Undefined {
 		dt = v.dtype
@@ -673,7 +674,7 @@ func inferOneHot(n *node) error {
 
 func inferIdentityN(n *node) error {
 	for i, v := range n.in {
-		if err := n.setValue(i, &value{dtype: v.dtype, shape: clone(v.shape), ranked: v.ranked, ints: v.ints}); err != nil {
+		if err := n.setValue(i, &value{dtype: v.dtype, shape: shapes.Clone(v.shape), ranked: v.ranked, ints: v.ints}); err != nil {
 			return err
 		}
 	}
@@ -684,7 +685,7 @@ func inferPlaceholderWithDefault(n *node) error {
 	if dims, ranked := shapeOf(n.attr("shape").GetShape()); ranked && n.attr("shape") != nil {
 		v := &value{dtype: n.dt(), shape: dims, ranked: true}
 		if x := n.input(0); x != nil && x.known() && compatible(x.shape, v) {
-			v.shape = clone(x.shape)
+			v.shape = shapes.Clone(x.shape)
 		}
 		return n.setValue(0, v)
 	}

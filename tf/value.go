@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // maxElements bounds the element count of any inferred tensor: a shape
@@ -185,7 +186,7 @@ func broadcast(a, b []int64) ([]int64, error) {
 	if len(a) < len(b) {
 		a, b = b, a
 	}
-	out := clone(a)
+	out := shapes.Clone(a)
 	off := len(a) - len(b)
 	for i, d := range b {
 		m, err := broadcastDims(a[off+i], d)
@@ -197,24 +198,11 @@ func broadcast(a, b []int64) ([]int64, error) {
 	return out, nil
 }
 
-// normAxis maps a possibly negative axis into [0, r).
-func normAxis(a int64, r int) (int, error) {
-	if a < -int64(r) || a >= int64(r) {
-		return 0, fmt.Errorf("axis %d is out of range for rank %d", a, r)
-	}
-	if a < 0 {
-		a += int64(r)
-	}
-	return int(a), nil
-}
-
-func clone(s []int64) []int64 { return append([]int64{}, s...) }
-
 func fmtShape(s []int64) string { return (&value{shape: s, ranked: true}).String() }
 
 // intsValue is a known 1-D int32 tensor with the given contents.
 func intsValue(dt graph.DType, ints []int64) *value {
-	return &value{dtype: dt, shape: []int64{int64(len(ints))}, ranked: true, ints: clone(ints)}
+	return &value{dtype: dt, shape: []int64{int64(len(ints))}, ranked: true, ints: shapes.Clone(ints)}
 }
 
 // compatible reports whether a fully known shape agrees with a partial
