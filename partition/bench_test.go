@@ -113,20 +113,8 @@ func BenchmarkModels(b *testing.B) {
 			for _, part := range []string{"gpipe", "pipedream", "exact"} {
 				b.Run(mdl.name+"/"+mode+"/"+part, func(b *testing.B) {
 					load(b)
-					pr, _ := New(part)
-					b.ResetTimer()
-					var pl *Plan
-					var err error
-					for i := 0; i < b.N; i++ {
-						if pl, err = pr.Partition(context.Background(), p); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(float64(p.Units()), "units")
-					b.ReportMetric(pl.BottleneckMs, "bottleneck_ms")
-					b.ReportMetric(pl.StepMs, "step_ms")
+					pl := benchPartition(b, part, p)
 					b.ReportMetric(float64(len(pl.Stages)), "stages")
-					b.ReportMetric(float64(pl.MicroBatches), "M")
 					b.ReportMetric(pl.BubbleFraction, "bubble")
 					if e := pl.Exact; e != nil {
 						b.ReportMetric(float64(e.ReducedUnits), "reduced_units")
@@ -140,4 +128,25 @@ func BenchmarkModels(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchPartition times partitioner part on p and reports the figures
+// every partitioning benchmark shares.
+func benchPartition(b *testing.B, part string, p *Problem) *Plan {
+	pr, err := New(part)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var pl *Plan
+	for i := 0; i < b.N; i++ {
+		if pl, err = pr.Partition(context.Background(), p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(p.Units()), "units")
+	b.ReportMetric(pl.BottleneckMs, "bottleneck_ms")
+	b.ReportMetric(pl.StepMs, "step_ms")
+	b.ReportMetric(float64(pl.MicroBatches), "M")
+	return pl
 }

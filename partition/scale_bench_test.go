@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -50,19 +49,7 @@ func BenchmarkGNMT(b *testing.B) {
 					if p == nil {
 						p = modelProblem(b, "gnmt", nil, cl+".yaml", mode == "train")
 					}
-					pr, _ := New(part)
-					b.ResetTimer()
-					var pl *Plan
-					var err error
-					for i := 0; i < b.N; i++ {
-						if pl, err = pr.Partition(context.Background(), p); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(float64(p.Units()), "units")
-					b.ReportMetric(pl.BottleneckMs, "bottleneck_ms")
-					b.ReportMetric(pl.StepMs, "step_ms")
-					b.ReportMetric(float64(pl.MicroBatches), "M")
+					pl := benchPartition(b, part, p)
 					for _, w := range pl.Warnings {
 						b.Log(w)
 					}
