@@ -71,15 +71,7 @@ func fuseGraph(_ context.Context, r *run) error {
 	if err != nil {
 		return fmt.Errorf("%s: fusion %s: %w", r.opts.ModelPath, mode, err)
 	}
-	base := r.opts.CostModel
-	switch {
-	case base != nil:
-	case r.model.Costs != nil:
-		base = r.model.Costs
-	default:
-		base = cost.Roofline{}
-	}
-	r.opts.CostModel = FusedCosts(c, base)
+	r.opts.CostModel = FusedCosts(c, r.costModel())
 	m := *r.model
 	m.Graph = c.Graph
 	r.model = &m

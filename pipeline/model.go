@@ -63,11 +63,6 @@ var formats = []Format{
 	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX},
 }
 
-// RegisterFormat adds an importer ahead of the ONNX fallback.
-func RegisterFormat(f Format) {
-	formats = append([]Format{f}, formats...)
-}
-
 func loadONNX(path string, opts ImportOptions) (*Model, error) {
 	m, err := onnx.Load(path, opts)
 	if err != nil {

@@ -273,15 +273,20 @@ func loadCluster(_ context.Context, r *run) error {
 	return nil
 }
 
-func buildCosts(_ context.Context, r *run) error {
-	model := r.opts.CostModel
+// costModel is the model op times come from: the caller's (or the fuse
+// stage's), else the times the model file carries, else the roofline.
+func (r *run) costModel() cost.Model {
 	switch {
-	case model != nil:
+	case r.opts.CostModel != nil:
+		return r.opts.CostModel
 	case r.model.Costs != nil:
-		model = r.model.Costs
-	default:
-		model = cost.Roofline{}
+		return r.model.Costs
 	}
+	return cost.Roofline{}
+}
+
+func buildCosts(_ context.Context, r *run) error {
+	model := r.costModel()
 	if check, ok := model.(interface {
 		CheckCluster(*graph.Graph, *cluster.Cluster) error
 	}); ok {
