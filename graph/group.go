@@ -4,65 +4,86 @@ import (
 	"slices"
 )
 
-// Grouping partitions ops into groups with union-find: colocation
-// constraints, fused ops, placement units. Group identity is the smallest
-// op ID in the group, so groupings built from the same merges in any order
-// agree.
-type Grouping struct {
-	parent []OpID
+// UnionFind partitions the dense indices 0..n-1 (ops, units, groups,
+// file nodes) into disjoint groups. Union keeps the smaller
+// representative, so a group made by Union alone is named by its smallest
+// member whatever the order of the merges; Link lets a caller choose the
+// representative instead (to keep per-group data at the root with the
+// larger adjacency, say). Find compresses paths.
+type UnionFind[T ~int32] struct {
+	parent []T
 }
 
-// NewGrouping returns n singleton groups.
-func NewGrouping(n int) *Grouping {
-	p := make([]OpID, n)
+// NewUnionFind returns n singleton groups.
+func NewUnionFind[T ~int32](n int) *UnionFind[T] {
+	p := make([]T, n)
 	for i := range p {
-		p[i] = OpID(i)
+		p[i] = T(i)
 	}
-	return &Grouping{parent: p}
+	return &UnionFind[T]{parent: p}
 }
 
-// Find returns the representative (smallest member) of op's group.
-func (gr *Grouping) Find(op OpID) OpID {
-	root := op
-	for gr.parent[root] != root {
-		root = gr.parent[root]
+// Len is the number of elements (not groups).
+func (u *UnionFind[T]) Len() int { return len(u.parent) }
+
+// Find returns the representative of x's group.
+func (u *UnionFind[T]) Find(x T) T {
+	root := x
+	for u.parent[root] != root {
+		root = u.parent[root]
 	}
-	for gr.parent[op] != root { // path compression
-		op, gr.parent[op] = gr.parent[op], root
+	for u.parent[x] != root { // path compression
+		x, u.parent[x] = u.parent[x], root
 	}
 	return root
 }
 
-// Union merges the groups of a and b and reports whether they were apart.
-func (gr *Grouping) Union(a, b OpID) bool {
-	ra, rb := gr.Find(a), gr.Find(b)
+// Union merges the groups of a and b, the smaller representative naming
+// the result, and reports whether they were apart.
+func (u *UnionFind[T]) Union(a, b T) bool {
+	ra, rb := u.Find(a), u.Find(b)
 	if ra == rb {
 		return false
 	}
 	if rb < ra {
 		ra, rb = rb, ra
 	}
-	gr.parent[rb] = ra
+	u.parent[rb] = ra
 	return true
 }
 
-// Groups lists the groups, each sorted by op ID, ordered by their smallest
+// Link merges the group whose representative is child into the group
+// whose representative is root, which names the result. Both must be
+// representatives of different groups.
+func (u *UnionFind[T]) Link(child, root T) {
+	u.parent[child] = root
+}
+
+// Groups lists the groups, each ascending, ordered by their smallest
 // member.
-func (gr *Grouping) Groups() [][]OpID {
-	index := make(map[OpID]int)
-	var out [][]OpID
-	for i := range gr.parent {
-		r := gr.Find(OpID(i))
-		k, ok := index[r]
-		if !ok {
-			k = len(out)
-			index[r] = k
+func (u *UnionFind[T]) Groups() [][]T {
+	index := make([]int32, len(u.parent)) // by representative, 1-based
+	var out [][]T
+	for i := range u.parent {
+		r := u.Find(T(i))
+		if index[r] == 0 {
 			out = append(out, nil)
+			index[r] = int32(len(out))
 		}
-		out[k] = append(out[k], OpID(i))
+		k := index[r] - 1
+		out[k] = append(out[k], T(i))
 	}
 	return out
 }
+
+// Grouping partitions ops into groups: colocation constraints, fused ops,
+// placement units. Built with Union only, group identity is the smallest
+// op ID in the group, so groupings built from the same merges in any
+// order agree.
+type Grouping = UnionFind[OpID]
+
+// NewGrouping returns n singleton groups of ops.
+func NewGrouping(n int) *Grouping { return NewUnionFind[OpID](n) }
 
 // ColocationGroups merges ops that share a non-empty Colocate key.
 func ColocationGroups(g *Graph) *Grouping {

@@ -100,24 +100,42 @@ func (e *CycleError) Error() string {
 // earliest added) comes first, so the same graph always gives the same
 // order. A cycle is returned as a *CycleError naming its ops.
 func (g *Graph) TopoOrder(adj *Adjacency) ([]OpID, error) {
-	n := len(g.Ops)
-	indeg := make([]int32, n)
-	for i := 0; i < n; i++ {
-		indeg[i] = int32(len(adj.Preds(OpID(i))))
+	order, cycle := TopoSort(len(g.Ops), adj.Succs)
+	if cycle == nil {
+		return order, nil
 	}
-	ready := minheap.New(func(a, b OpID) bool { return a < b })
-	for i := 0; i < n; i++ {
-		if indeg[i] == 0 {
-			ready.Push(OpID(i))
+	names := make([]string, len(cycle))
+	for i, id := range cycle {
+		names[i] = g.Ops[id].Name
+	}
+	return nil, &CycleError{Ops: names}
+}
+
+// TopoSort orders the nodes 0..n-1 of a directed graph given by its
+// successor lists (duplicates allowed) with Kahn's algorithm, taking the
+// smallest ready node first, so the order is the lexicographically
+// smallest topological one and the same graph always gives the same
+// order. On a cycle, order holds the nodes that could be ordered and
+// cycle the nodes of one cycle in edge order; cycle is nil on a DAG.
+func TopoSort[T ~int32](n int, succ func(T) []T) (order, cycle []T) {
+	indeg := make([]int32, n)
+	for v := 0; v < n; v++ {
+		for _, s := range succ(T(v)) {
+			indeg[s]++
 		}
 	}
-	order := make([]OpID, 0, n)
+	ready := minheap.New(func(a, b T) bool { return a < b })
+	for v := 0; v < n; v++ {
+		if indeg[v] == 0 {
+			ready.Push(T(v))
+		}
+	}
+	order = make([]T, 0, n)
 	for ready.Len() > 0 {
 		v := ready.Pop()
 		order = append(order, v)
-		for _, s := range adj.Succs(v) {
-			indeg[s]--
-			if indeg[s] == 0 {
+		for _, s := range succ(v) {
+			if indeg[s]--; indeg[s] == 0 {
 				ready.Push(s)
 			}
 		}
@@ -125,40 +143,63 @@ func (g *Graph) TopoOrder(adj *Adjacency) ([]OpID, error) {
 	if len(order) == n {
 		return order, nil
 	}
-	return nil, g.findCycle(adj, indeg)
+	return order, findCycle(n, succ, indeg)
 }
 
-// findCycle walks predecessors among the ops Kahn's algorithm could not
-// order (indeg > 0); every such op has a remaining predecessor, so the walk
-// must revisit an op, and the revisited stretch is a cycle.
-func (g *Graph) findCycle(adj *Adjacency, indeg []int32) *CycleError {
-	start := OpID(-1)
-	for i, d := range indeg {
-		if d > 0 {
-			start = OpID(i)
-			break
+// findCycle walks predecessors among the nodes Kahn's algorithm could not
+// order (indeg > 0), from the smallest and taking the smallest such
+// predecessor each step; every such node has one, so the walk must
+// revisit a node, and the revisited stretch is a cycle.
+func findCycle[T ~int32](n int, succ func(T) []T, indeg []int32) []T {
+	pred := make([][]T, n)
+	start := T(-1)
+	for v := 0; v < n; v++ {
+		if indeg[v] == 0 {
+			continue
+		}
+		if start < 0 {
+			start = T(v)
+		}
+		for _, s := range succ(T(v)) {
+			if indeg[s] > 0 {
+				pred[s] = append(pred[s], T(v)) // ascending in v
+			}
 		}
 	}
-	pos := map[OpID]int{}
-	var path []OpID
-	v := start
-	for {
+	pos := map[T]int{}
+	var path []T
+	for v := start; ; v = pred[v][0] {
 		if p, seen := pos[v]; seen {
 			cyc := path[p:]
 			slices.Reverse(cyc) // walked against the edges
-			names := make([]string, len(cyc))
-			for i, id := range cyc {
-				names[i] = g.Ops[id].Name
-			}
-			return &CycleError{Ops: names}
+			return cyc
 		}
 		pos[v] = len(path)
 		path = append(path, v)
-		for _, p := range adj.Preds(v) {
-			if indeg[p] > 0 {
-				v = p
-				break
+	}
+}
+
+// Depths returns each node's depth in the DAG given by its successor
+// lists: the edges on a longest path from a source to it. Nodes on or
+// behind a cycle get -1.
+func Depths[T ~int32](n int, succ func(T) []T) []int32 {
+	order, cycle := TopoSort(n, succ)
+	depth := make([]int32, n)
+	for _, v := range order {
+		for _, s := range succ(v) {
+			depth[s] = max(depth[s], depth[v]+1)
+		}
+	}
+	if cycle != nil {
+		ordered := make([]bool, n)
+		for _, v := range order {
+			ordered[v] = true
+		}
+		for v := range depth {
+			if !ordered[v] {
+				depth[v] = -1
 			}
 		}
 	}
+	return depth
 }

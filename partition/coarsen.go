@@ -43,7 +43,9 @@ func chainSearch(p *Problem, search func(l *lattice, work *int64) error) (warn s
 // split of the coarse chain is a split of the unit graph and the plan's
 // numbers stay exact for the plan given; only cuts inside blocks are
 // not searched. It returns l itself when it has at most k units, and a
-// warning otherwise.
+// warning otherwise. Unlike placer.Coarsen and graph.Coarsen it merges
+// no units and builds no graph: the blocks exist only as the cuts kept,
+// whose prefix sums the chain already holds.
 func coarsenChain(l *lattice, k int) (*lattice, string) {
 	n := l.n - 1
 	if l.words != 0 || n <= k {

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"time"
 	"unsafe"
+
+	"github.com/opplace/opplace/graph"
 )
 
 // lattice holds the cuts a partitioner may place stage boundaries at:
@@ -309,25 +311,12 @@ func idealLatticeBy(u *units, m *model, max int, deadline time.Time) (*lattice, 
 
 // widestLevel is the most units of one depth in the unit DAG.
 func widestLevel(u *units) int {
-	depth := make([]int32, u.n)
-	indeg := make([]int32, u.n)
 	count := make([]int, u.n+1)
-	var queue []int32
-	for v := range u.n {
-		if indeg[v] = int32(len(u.pred[v])); indeg[v] == 0 {
-			queue = append(queue, int32(v))
-		}
-	}
 	w := 0
-	for qi := 0; qi < len(queue); qi++ { // Kahn: depths settle in order
-		v := queue[qi]
-		count[depth[v]]++
-		w = max(w, count[depth[v]])
-		for _, s := range u.succ[v] {
-			depth[s] = max(depth[s], depth[v]+1)
-			if indeg[s]--; indeg[s] == 0 {
-				queue = append(queue, s)
-			}
+	for _, d := range graph.Depths(u.n, func(v int32) []int32 { return u.succ[v] }) {
+		if d >= 0 {
+			count[d]++
+			w = max(w, count[d])
 		}
 	}
 	return w

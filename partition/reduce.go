@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -75,22 +74,14 @@ func reduce(u *units, m *model, eps float64) *reduction {
 		total += cost[v]
 	}
 	limit := eps * total
-	root := make([]int32, u.n) // group per unit; a group is named by its anchor
+	uf := graph.NewUnionFind[int32](u.n) // a group is named by its anchor
 	members := make([][]int32, u.n)
 	preds := make([][]int32, u.n)
 	succs := make([][]int32, u.n)
-	for v := range root {
-		root[v] = int32(v)
+	for v := range u.n {
 		members[v] = []int32{int32(v)}
 		preds[v] = slices.Clone(u.pred[v])
 		succs[v] = slices.Clone(u.succ[v])
-	}
-	find := func(v int32) int32 {
-		for root[v] != v {
-			root[v] = root[root[v]]
-			v = root[v]
-		}
-		return v
 	}
 	// Weightless sources (constants: no predecessor, no time on any
 	// class, no parameters or scratch) are ignored as predecessors: any
@@ -119,7 +110,7 @@ func reduce(u *units, m *model, eps float64) *reduction {
 	for changed := true; changed; {
 		changed = false
 		for x := int32(0); x < int32(u.n); x++ {
-			if root[x] != x || gcost[x] > limit || weightless[x] {
+			if uf.Find(x) != x || gcost[x] > limit || weightless[x] {
 				continue
 			}
 			var to int32
@@ -130,7 +121,7 @@ func reduce(u *units, m *model, eps float64) *reduction {
 				// Only a branch off p: merging the next op of a chain
 				// would not narrow the graph, only coarsen its cuts.
 				to, mv.up = p, true
-				mv.out, mv.in = crossing(u, members[x], find, x, to)
+				mv.out, mv.in = crossing(u, members[x], uf.Find, x, to)
 			case np == 0 && len(succs[x]) == 1:
 				to = succs[x][0]
 			default:
@@ -156,7 +147,7 @@ func reduce(u *units, m *model, eps float64) *reduction {
 				}
 			}
 			preds[x], succs[x] = nil, nil
-			root[x] = to
+			uf.Link(x, to)
 			members[to] = append(members[to], members[x]...)
 			members[x] = nil
 			gcost[to] += gcost[x]
@@ -194,40 +185,26 @@ func reduce(u *units, m *model, eps float64) *reduction {
 		}
 	}
 	r := &reduction{eps: eps, merged: len(moves), group: make([]int32, u.n)}
-	var anchors []int32
 	for v := int32(0); v < int32(u.n); v++ {
-		if root[v] == v {
+		if uf.Find(v) == v {
 			slices.Sort(members[v])
-			anchors = append(anchors, v)
 		}
 	}
 	// Number the groups in a stable topological order (smallest anchor
 	// first): the anchors' own order may not be one, since an anchor can
-	// absorb a source group from before it.
-	indeg := make([]int, u.n)
-	for _, a := range anchors {
-		indeg[a] = len(preds[a])
-	}
-	h := minheap.New(func(a, b int32) bool { return a < b })
-	for _, a := range anchors {
-		if indeg[a] == 0 {
-			h.Push(a)
-		}
-	}
+	// absorb a source group from before it. Merged units have no edges
+	// left, so leaving them out of the order changes nothing.
+	order, _ := graph.TopoSort(u.n, func(v int32) []int32 { return succs[v] })
 	id := make([]int32, u.n)
 	var topo []int32
-	for h.Len() > 0 {
-		a := h.Pop()
-		id[a] = int32(len(topo))
-		topo = append(topo, a)
-		for _, s := range succs[a] {
-			if indeg[s]--; indeg[s] == 0 {
-				h.Push(s)
-			}
+	for _, a := range order {
+		if uf.Find(a) == a {
+			id[a] = int32(len(topo))
+			topo = append(topo, a)
 		}
 	}
 	for v := range r.group {
-		r.group[v] = id[find(int32(v))]
+		r.group[v] = id[uf.Find(int32(v))]
 	}
 	r.real, r.relaxU = &units{n: len(topo), training: u.training}, &units{n: len(topo), training: u.training}
 	ru := r.real

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -141,41 +140,21 @@ func buildUnits(g *graph.Graph, free func(graph.OpID) bool) (*units, error) {
 		}
 	}
 	contractFree(g, adj, uf, free)
-	// Number the units in a stable topological order of their DAG: Kahn
-	// with the smallest root first.
+	// Number the units in a stable topological order of their DAG:
+	// smallest root first. Only roots have edges, so the other ops, left
+	// out of the numbering, change nothing.
 	edges := forwardEdges(g, adj, uf)
-	succ := map[int32][]int32{}
-	indeg := map[int32]int{}
-	roots := []int32{}
-	isRoot := make([]bool, n)
-	for i := 0; i < n; i++ {
-		r := int32(uf.Find(graph.OpID(i)))
-		if !isRoot[r] {
-			isRoot[r] = true
-			roots = append(roots, r)
-		}
-	}
+	succ := make([][]int32, n)
 	for _, e := range edges {
 		succ[e[0]] = append(succ[e[0]], e[1])
-		indeg[e[1]]++
 	}
-	h := minheap.New(func(a, b int32) bool { return a < b })
-	for _, r := range roots {
-		if indeg[r] == 0 {
-			h.Push(r)
-		}
-	}
+	sorted, _ := graph.TopoSort(n, func(r int32) []int32 { return succ[r] })
 	id := make([]int32, n) // by root
 	var topo []int32
-	for h.Len() > 0 {
-		r := h.Pop()
-		id[r] = int32(len(topo))
-		topo = append(topo, r)
-		for _, s := range succ[r] {
-			indeg[s]--
-			if indeg[s] == 0 {
-				h.Push(s)
-			}
+	for _, r := range sorted {
+		if uf.Find(graph.OpID(r)) == graph.OpID(r) {
+			id[r] = int32(len(topo))
+			topo = append(topo, r)
 		}
 	}
 	u := &units{n: len(topo), training: training, unitOf: make([]int32, n)}

@@ -12,6 +12,11 @@ import (
 // equal work, which can never make the graph of groups cyclic (every edge
 // still runs forward between runs); a run also ends where the next group
 // shares no device with it or would pass half the smallest device.
+//
+// It is not graph.Coarsen (which builds a coarse Graph from any Grouping,
+// for fusion) nor partition's coarsenChain (which keeps a subset of a
+// lattice's prefix cuts): those take their groups as given, while this
+// one chooses them under the placers' device and memory limits.
 func Coarsen(p *Problem, gs *Groups, target int) *Groups {
 	if target < 1 || gs.Len() <= target {
 		return gs

@@ -2,7 +2,6 @@ package placer
 
 import (
 	"fmt"
-	"github.com/opplace/opplace/internal/minheap"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -94,18 +93,12 @@ func group(p *Problem, mode int) (*Groups, error) {
 			gs.CoPlaced++
 		}
 	}
+	gs.Members = q.uf.Groups()
 	gs.Of = make([]int32, len(p.Graph.Ops))
-	index := map[int32]int32{}
-	for i := range p.Graph.Ops {
-		r := q.find(int32(i))
-		k, ok := index[r]
-		if !ok {
-			k = int32(len(gs.Members))
-			index[r] = k
-			gs.Members = append(gs.Members, nil)
+	for k, members := range gs.Members {
+		for _, op := range members {
+			gs.Of[op] = int32(k)
 		}
-		gs.Of[i] = k
-		gs.Members[k] = append(gs.Members[k], graph.OpID(i))
 	}
 	return gs, nil
 }
@@ -122,7 +115,7 @@ const (
 // quotient is the graph of groups under merging: union-find whose root
 // keeps the group's successor and predecessor sets and allowed devices.
 type quotient struct {
-	parent     []int32
+	uf         *graph.UnionFind[graph.OpID]
 	succ, pred []map[int32]struct{}
 	allowed    [][]int
 	seen       map[int32]bool
@@ -157,12 +150,11 @@ func groupMemCap(p *Problem) int64 {
 func newQuotient(p *Problem, lim *limits) *quotient {
 	n := len(p.Graph.Ops)
 	q := &quotient{
-		parent: make([]int32, n), succ: make([]map[int32]struct{}, n), pred: make([]map[int32]struct{}, n),
+		uf: graph.NewGrouping(n), succ: make([]map[int32]struct{}, n), pred: make([]map[int32]struct{}, n),
 		allowed: make([][]int, n), seen: map[int32]bool{},
 		mem: make([]int64, n), memCap: groupMemCap(p),
 	}
 	for i := 0; i < n; i++ {
-		q.parent[i] = int32(i)
 		q.allowed[i] = lim.devices(graph.OpID(i))
 		q.mem[i] = unitMemory(p, graph.OpID(i))
 		q.succ[i] = map[int32]struct{}{}
@@ -175,17 +167,6 @@ func newQuotient(p *Problem, lim *limits) *quotient {
 		}
 	}
 	return q
-}
-
-func (q *quotient) find(x int32) int32 {
-	r := x
-	for q.parent[r] != r {
-		r = q.parent[r]
-	}
-	for q.parent[x] != r {
-		x, q.parent[x] = q.parent[x], r
-	}
-	return r
 }
 
 // reaches reports whether b is reachable from a by a path that does not
@@ -240,7 +221,7 @@ func (q *quotient) safe(a, b int32) bool {
 
 // merge joins the groups of x and y if that is safe.
 func (q *quotient) merge(x, y graph.OpID) mergeResult {
-	a, b := q.find(int32(x)), q.find(int32(y))
+	a, b := int32(q.uf.Find(x)), int32(q.uf.Find(y))
 	if a == b {
 		return same
 	}
@@ -259,7 +240,7 @@ func (q *quotient) merge(x, y graph.OpID) mergeResult {
 	if len(q.succ[a])+len(q.pred[a]) < len(q.succ[b])+len(q.pred[b]) {
 		a, b = b, a
 	}
-	q.parent[b] = a
+	q.uf.Link(graph.OpID(b), graph.OpID(a))
 	q.allowed[a] = both
 	q.mem[a] += q.mem[b]
 	for s := range q.succ[b] {
@@ -347,26 +328,11 @@ func newGroupGraph(p *Problem, gs *Groups) *groupGraph {
 			}
 		}
 	}
-	// Kahn's algorithm by smallest group index.
-	indeg := make([]int32, gs.Len())
+	// A stable topological order: smallest group index first.
+	next := make([][]int32, gs.Len())
 	for _, e := range gg.edges {
-		indeg[e.to]++
+		next[e.from] = append(next[e.from], e.to)
 	}
-	h := minheap.New(func(a, b int32) bool { return a < b })
-	for i, d := range indeg {
-		if d == 0 {
-			h.Push(int32(i))
-		}
-	}
-	for h.Len() > 0 {
-		v := h.Pop()
-		gg.order = append(gg.order, v)
-		for _, e := range gg.out[v] {
-			t := gg.edges[e].to
-			if indeg[t]--; indeg[t] == 0 {
-				h.Push(t)
-			}
-		}
-	}
+	gg.order, _ = graph.TopoSort(gs.Len(), func(g int32) []int32 { return next[g] })
 	return gg
 }

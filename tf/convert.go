@@ -1,8 +1,8 @@
 package tf
 
 import (
-	"container/heap"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -255,60 +255,25 @@ func fixedOutputs(nd *nodepb.NodeDef, nin int) int {
 	return 1
 }
 
-// intHeap orders ready nodes by their position in the file, so the
-// topological order is stable.
-type intHeap []int
-
-func (h intHeap) Len() int           { return len(h) }
-func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *intHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 // topoSort orders the nodes so that every node follows its data and
 // control inputs; ties go to file order.
 func (c *converter) topoSort() error {
-	n := len(c.nodes)
-	indeg := make([]int, n)
-	succ := make([][]int, n)
+	succ := make([][]int32, len(c.nodes))
 	for i := range c.nodes {
 		for _, r := range c.nodes[i].ins {
-			succ[r.node] = append(succ[r.node], i)
-			indeg[i]++
+			succ[r.node] = append(succ[r.node], int32(i))
 		}
 		for _, s := range c.nodes[i].ctrl {
-			succ[s] = append(succ[s], i)
-			indeg[i]++
+			succ[s] = append(succ[s], int32(i))
 		}
 	}
-	h := &intHeap{}
-	for i := range indeg {
-		if indeg[i] == 0 {
-			*h = append(*h, i)
-		}
+	order, cycle := graph.TopoSort(len(c.nodes), func(v int32) []int32 { return succ[v] })
+	if cycle != nil {
+		return fmt.Errorf("the graph has a cycle through node %s; TensorFlow 1 control flow (Enter/Merge/NextIteration loops) is not supported", label(c.nodes[slices.Min(cycle)].def))
 	}
-	heap.Init(h)
-	c.order = make([]int, 0, n)
-	for h.Len() > 0 {
-		i := heap.Pop(h).(int)
-		c.order = append(c.order, i)
-		for _, s := range succ[i] {
-			if indeg[s]--; indeg[s] == 0 {
-				heap.Push(h, s)
-			}
-		}
-	}
-	if len(c.order) < n {
-		for i := range indeg {
-			if indeg[i] > 0 {
-				return fmt.Errorf("the graph has a cycle through node %s; TensorFlow 1 control flow (Enter/Merge/NextIteration loops) is not supported", label(c.nodes[i].def))
-			}
-		}
+	c.order = make([]int, len(order))
+	for i, v := range order {
+		c.order[i] = int(v)
 	}
 	return nil
 }
@@ -630,18 +595,7 @@ func (c *converter) build() (*graph.Graph, error) {
 // every op in a group (X included) must share a device. Groups are keyed
 // by their first member in file order, for stable output.
 func (c *converter) colocate(g *graph.Graph, opOf []graph.OpID) {
-	parent := make([]int, len(c.nodes))
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
+	uf := graph.NewUnionFind[int32](len(c.nodes))
 	any := false
 	for i := range c.nodes {
 		for _, s := range c.nodes[i].def.GetAttr()["_class"].GetList().GetS() {
@@ -654,28 +608,21 @@ func (c *converter) colocate(g *graph.Graph, opOf []graph.OpID) {
 				c.warn("class:"+target, fmt.Sprintf("node %s asks to be colocated with %q, which is not in the graph; ignored", label(c.nodes[i].def), target))
 				continue
 			}
-			a, b := find(i), find(j)
-			if a != b {
-				if a < b {
-					parent[b] = a
-				} else {
-					parent[a] = b
-				}
-			}
+			uf.Union(int32(i), int32(j))
 			any = true
 		}
 	}
 	if !any {
 		return
 	}
-	count := map[int]int{}
+	count := make([]int, len(c.nodes)) // ops per group, by representative
 	for i := range c.nodes {
 		if opOf[i] != graph.NoOp {
-			count[find(i)]++
+			count[uf.Find(int32(i))]++
 		}
 	}
 	for i := range c.nodes {
-		if r := find(i); opOf[i] != graph.NoOp && count[r] > 1 {
+		if r := uf.Find(int32(i)); opOf[i] != graph.NoOp && count[r] > 1 {
 			g.Ops[opOf[i]].Colocate = "loc:@" + c.nodes[r].def.GetName()
 		}
 	}
