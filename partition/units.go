@@ -10,10 +10,12 @@ import (
 // topological order of the forward DAG between them.
 //
 // A unit is a colocation group holding a forward op. Backward and update
-// ops are folded into the unit of their colocation group; one whose group
-// has no forward op joins the unit of the first forward op reading the
-// same parameter, else of its latest-ordered data predecessor, else of its
-// earliest successor. Edges between units come from forward ops only:
+// ops are folded into the unit of their colocation group; a group with no
+// forward op joins, whole, one unit: that of the first of its ops in
+// topological order to find one, through the first forward op reading
+// the same parameter, else its latest-ordered data predecessor; failing
+// both for every op, that of its last op's earliest successor. Edges
+// between units come from forward ops only:
 // gradients flow backward by construction, so they would make every
 // forward edge a cycle. Units that still form a cycle (two forward ops of
 // one colocation group far apart) are merged.
@@ -109,6 +111,11 @@ func buildUnits(g *graph.Graph, free func(graph.OpID) bool) (*units, error) {
 	for i := len(order) - 1; i >= 0; i-- {
 		op := order[i]
 		if unitOf[op] >= 0 {
+			continue
+		}
+		// A later op of the group may have found the group's unit.
+		if u := rootUnit[gr.Find(op)]; u >= 0 {
+			unitOf[op] = u
 			continue
 		}
 		best, bestPos := int32(-1), int32(n)
