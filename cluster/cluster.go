@@ -208,3 +208,19 @@ func (c *Cluster) Validate() error {
 	}
 	return nil
 }
+
+// Sub is the cluster of the given devices only (in that order), with the
+// same hosts, device types and links, so a strategy can place a graph on
+// part of a cluster; index i of the result is devs[i] of c.
+func (c *Cluster) Sub(devs []int) *Cluster {
+	s := &Cluster{Name: c.Name, Hosts: c.Hosts, Network: c.Network, DefaultNetwork: c.DefaultNetwork, Direct: map[[2]int]Link{}}
+	for i, d := range devs {
+		s.Devices = append(s.Devices, c.Devices[d])
+		for j, e := range devs[:i] {
+			if l, ok := c.Direct[[2]int{min(d, e), max(d, e)}]; ok {
+				s.Direct[[2]int{j, i}] = l
+			}
+		}
+	}
+	return s
+}

@@ -10,6 +10,7 @@ package cost
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
@@ -155,4 +156,17 @@ func (t *Table) WorkingSet(op graph.OpID) int64 {
 // String describes the table's size, for logs.
 func (t *Table) String() string {
 	return fmt.Sprintf("cost table: %d ops x %d device types", len(t.Graph.Ops), len(t.types))
+}
+
+// Restrict is the table of the same graph on c, a cluster whose devices
+// all have device types of t's cluster (cluster.Sub of it): it shares t's
+// op times instead of evaluating the model again.
+func (t *Table) Restrict(c *cluster.Cluster) *Table {
+	r := *t
+	r.Cluster = c
+	r.typeOf = make([]int, len(c.Devices))
+	for i := range c.Devices {
+		r.typeOf[i] = slices.Index(t.types, c.Devices[i].Type)
+	}
+	return &r
 }

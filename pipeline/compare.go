@@ -5,69 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
-	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
-	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/strategy"
 )
-
-// Outcome is one strategy's result on a problem.
-type Outcome struct {
-	Strategy  string
-	Placement sim.Placement
-	// Sim is the simulated step; nil when the strategy failed.
-	Sim  *sim.Result
-	Fits bool
-	// Err is why the strategy failed or, for a placement that overflows a
-	// device, an *placer.InfeasibleError saying where.
-	Err error
-	// Solve is the placer's own time (not deterministic).
-	Solve time.Duration
-	// Notes are what the placer reported (see placer.Noter).
-	Notes []string
-	// Pipeline is the partition a pipeline strategy chose.
-	Pipeline *partition.Plan
-}
-
-// evaluate runs one placer on the problem and simulates its placement.
-func evaluate(ctx context.Context, r *run, name string, pl placer.Placer) Outcome {
-	o := Outcome{Strategy: name}
-	begin := time.Now()
-	placed, err := pl.Place(ctx, r.problem)
-	o.Solve = time.Since(begin)
-	if n, ok := pl.(placer.Noter); ok {
-		o.Notes = n.Notes()
-	}
-	if err != nil {
-		o.Err = err
-		return o
-	}
-	res, err := r.problem.Simulate(placed)
-	if err != nil {
-		o.Err = err
-		return o
-	}
-	o.Placement, o.Sim, o.Fits = placed, res, r.problem.Fits(res)
-	if !o.Fits {
-		o.Err = overflow(r, name, res)
-	}
-	return o
-}
 
 // Comparison is every strategy's outcome on one model and cluster.
 type Comparison struct {
-	Model        string            `json:"model"`
-	Mode         string            `json:"mode"`
-	Cluster      string            `json:"cluster"`
-	Ops          int               `json:"ops"`
-	Groups       string            `json:"groups"`
-	Devices      []ComparedDevice  `json:"devices"`
+	Model   string           `json:"model"`
+	Mode    string           `json:"mode"`
+	Cluster string           `json:"cluster"`
+	Ops     int              `json:"ops"`
+	Groups  string           `json:"groups"`
+	Batch   int64            `json:"batch,omitempty"`
+	Devices []ComparedDevice `json:"devices"`
+	// LowerBoundMS is the bound every plan of the space is held to (the
+	// work spread over the cluster); rows carry their family's own.
 	LowerBoundMS float64           `json:"lower_bound_ms"`
 	Strategies   []StrategyOutcome `json:"strategies"`
 	Warnings     []string          `json:"warnings,omitempty"`
-	outcomes     []Outcome
+	outcomes     []strategy.Outcome
 }
 
 // ComparedDevice names a device and its memory.
@@ -79,32 +37,36 @@ type ComparedDevice struct {
 // StrategyOutcome is one row of a comparison.
 type StrategyOutcome struct {
 	Strategy        string  `json:"strategy"`
+	Family          string  `json:"family"`
 	PredictedStepMS float64 `json:"predicted_step_ms"`
-	// Gap is predicted / lower bound - 1. Pipeline strategies are held to
-	// the work part of the bound only (pipelining overlaps the critical
-	// path), given in their LowerBoundMS.
+	// ThroughputSamplesPerS is the batch over the step.
+	ThroughputSamplesPerS float64 `json:"throughput_samples_per_s,omitempty"`
+	// EstimatedStepMS is the strategy's own analytic prediction, when it
+	// has one (the partitioners').
+	EstimatedStepMS float64 `json:"estimated_step_ms,omitempty"`
+	// Gap is predicted / LowerBoundMS - 1, the bound of the row's family:
+	// the critical path and the work for a placement, the work otherwise
+	// (micro-batches and replicas shorten the critical path).
 	Gap              float64  `json:"gap"`
 	LowerBoundMS     float64  `json:"lower_bound_ms,omitempty"`
 	Fits             bool     `json:"fits"`
+	Shape            string   `json:"shape,omitempty"`
 	PeakMemoryBytes  []int64  `json:"peak_memory_bytes"`
 	CrossDeviceBytes int64    `json:"cross_device_bytes"`
+	AllReduceBytes   int64    `json:"all_reduce_bytes,omitempty"`
 	SolveMS          float64  `json:"solve_ms"`
 	Error            string   `json:"error,omitempty"`
 	Notes            []string `json:"notes,omitempty"`
 }
 
 // Outcomes returns the full outcome of every strategy, in the order run.
-func (c *Comparison) Outcomes() []Outcome { return c.outcomes }
+func (c *Comparison) Outcomes() []strategy.Outcome { return c.outcomes }
 
 // CompareOptions says what to compare.
 type CompareOptions struct {
 	Options
-	// Strategies to run, in order; nil means every registered placer and
-	// every pipeline partitioner.
+	// Strategies to run, in order; nil means every registered strategy.
 	Strategies []string
-	// New makes a placer by name; nil means placer.New. It lets callers
-	// configure a placer (ilp's groups and time limit).
-	New func(name string) (placer.Placer, error)
 }
 
 // Compare runs the stages up to placement, then every strategy, and
@@ -114,14 +76,12 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	if names == nil {
 		names = Strategies()
 	}
-	for _, n := range names {
-		if !slices.Contains(Strategies(), n) {
+	for i, n := range names {
+		r, err := resolveStrategy(n)
+		if err != nil || r == Auto {
 			return nil, &InputError{fmt.Errorf("unknown strategy %q: use one of %v", n, Strategies())}
 		}
-	}
-	newPlacer := opts.New
-	if newPlacer == nil {
-		newPlacer = placer.New
+		names[i] = r
 	}
 	opts.Options = opts.withDefaults()
 	r := &run{opts: opts.Options}
@@ -133,49 +93,56 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			return nil, err
 		}
 	}
+	cfg, err := r.config()
+	if err != nil {
+		return nil, err
+	}
 	c := &Comparison{
 		Model: opts.ModelPath, Mode: opts.Mode, Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
-		LowerBoundMS: plan.MS(r.bound.Seconds()), Warnings: r.model.Warnings,
+		Batch: r.problem.Batch, LowerBoundMS: plan.MS(r.problem.Bound.Throughput), Warnings: r.model.Warnings,
 	}
-	if gs, err := placer.Group(r.problem); err == nil {
+	if gs, err := placer.Group(r.problem.Problem); err == nil {
 		c.Groups = gs.String()
 	}
 	for _, d := range r.cluster.Devices {
 		c.Devices = append(c.Devices, ComparedDevice{d.Name, d.Memory})
 	}
 	for _, name := range names {
-		var o Outcome
-		bound := r.bound
-		if part, ok := pipelinePartitioner(name); ok {
-			o, bound = evaluatePipeline(ctx, r, part), pipelineBound(r.bound)
-		} else {
-			pl, err := newPlacer(name)
-			if err != nil {
-				return nil, err
-			}
-			o = evaluate(ctx, r, name, pl)
+		s, err := strategy.New(name, cfg)
+		if err != nil {
+			return nil, err
 		}
+		o := strategy.Evaluate(ctx, r.problem, name, s)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		c.outcomes = append(c.outcomes, o)
-		row := StrategyOutcome{Strategy: name, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds()), Notes: o.Notes}
+		bound := r.problem.Bound.Throughput
+		if o.Family == strategy.FamilyPlacement {
+			bound = r.problem.Bound.Seconds()
+		}
+		row := StrategyOutcome{Strategy: name, Family: o.Family, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds()), Notes: o.Notes,
+			LowerBoundMS: plan.MS(bound)}
 		if o.Err != nil {
 			row.Error = o.Err.Error()
 		}
 		if o.Sim != nil {
 			row.PredictedStepMS = plan.MS(o.Sim.Step)
+			row.ThroughputSamplesPerS = throughput(r.problem.Batch, o.Sim.Step)
 			row.PeakMemoryBytes = o.Sim.PeakMemory
+			row.Shape = shape(o.Plan, o.Sim)
 			for _, t := range o.Sim.Transfers {
 				row.CrossDeviceBytes += t.Bytes
 			}
-			if o.Pipeline != nil {
-				row.CrossDeviceBytes = crossDeviceBytes(o.Pipeline)
-				row.LowerBoundMS = plan.MS(bound.Seconds())
+			for _, a := range o.Sim.Collectives {
+				row.AllReduceBytes += a.Bytes
 			}
-			if lb := bound.Seconds(); lb > 0 {
-				row.Gap = plan.Fraction(o.Sim.Step/lb - 1)
+			if bound > 0 {
+				row.Gap = plan.Fraction(o.Sim.Step/bound - 1)
 			}
+		}
+		if o.Estimate > 0 {
+			row.EstimatedStepMS = plan.MS(o.Estimate)
 		}
 		c.Strategies = append(c.Strategies, row)
 	}
@@ -193,7 +160,23 @@ func (c *Comparison) Best() (*StrategyOutcome, error) {
 		}
 	}
 	if best == nil {
-		return nil, errors.New("no strategy found a placement that fits")
+		return nil, errors.New("no strategy found a plan that fits")
 	}
 	return best, nil
+}
+
+// Failure is the error compare exits with when no strategy fits: every
+// strategy's reason combined (an *placer.InfeasibleError when memory is
+// why).
+func (c *Comparison) Failure() error {
+	var fails []placer.Failure
+	for _, o := range c.outcomes {
+		if o.Err != nil && !errors.Is(o.Err, strategy.ErrNotApplicable) {
+			fails = append(fails, placer.Failure{Strategy: o.Strategy, Err: o.Err})
+		}
+	}
+	if len(fails) == 0 {
+		return errors.New("no strategy found a plan that fits")
+	}
+	return placer.CombineFailures(slices.Clip(fails))
 }

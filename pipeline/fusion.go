@@ -178,11 +178,16 @@ func expandFusion(r *run) error {
 		s.Start, s.End = graph.Expand(c, r.sim.Start), graph.Expand(c, r.sim.End)
 		r.sim = &s
 	}
-	if r.placed.Device != nil {
-		r.placed.Device = graph.Expand(c, r.placed.Device)
-		if r.placed.Priority != nil {
-			r.placed.Priority = graph.Expand(c, r.placed.Priority)
+	if r.placed != nil {
+		pl := *r.placed
+		pl.Device = graph.Expand(c, pl.Device)
+		if pl.Priority != nil {
+			pl.Priority = graph.Expand(c, pl.Priority)
 		}
+		if pl.OpStage != nil {
+			pl.OpStage = graph.Expand(c, pl.OpStage)
+		}
+		r.placed = &pl
 	}
 	m := *r.model
 	m.Graph = fine

@@ -7,25 +7,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/strategy"
 	"github.com/opplace/opplace/tf"
 	"github.com/opplace/opplace/train"
 )
 
-// Auto is the strategy that runs every fast placer and keeps the best.
-const Auto = "auto"
-
-// AutoStrategies are the placers Auto tries, in tie-breaking order.
-var AutoStrategies = []string{"single", "m-etf", "heft", "m-sct", "m-topo", "expert"}
+// Auto is the strategy that searches the whole plan space (see
+// strategy.Search) and keeps the fastest plan that fits.
+const Auto = strategy.Auto
 
 // The modes a plan can be made for.
 const (
@@ -40,8 +37,13 @@ type Options struct {
 	// ClusterPath is the cluster file; Cluster, if set, is used instead.
 	ClusterPath string
 	Cluster     *cluster.Cluster
-	// Strategy is a placer name or Auto.
+	// Strategy is a strategy name (strategy.Names), "pipeline" (the
+	// default partitioner) or Auto.
 	Strategy string
+	// Strategies configures the strategies that take options (ilp's
+	// groups and time limit); the pipeline fields below override its
+	// Pipeline options.
+	Strategies strategy.Config
 	// Import binds the model's dynamic dimensions.
 	Import ImportOptions
 	// Mode is ModeTrain (the default: forward, backward and optimizer
@@ -100,15 +102,19 @@ type run struct {
 	opts     Options
 	model    *Model
 	cluster  *cluster.Cluster
-	problem  *placer.Problem
+	problem  *strategy.Problem
 	bound    cost.Bound
-	strategy string
-	placed   sim.Placement
-	sim      *sim.Result
-	tried    []plan.Candidate
-	plan     *plan.Plan
-	// pipeline is the partition a pipeline strategy chose.
-	pipeline *partition.Plan
+	// boundKind names the part of the bound that binds.
+	boundKind string
+	strategy  string
+	// outcomes are every strategy run, chosen the index of the kept one.
+	outcomes []strategy.Outcome
+	chosen   int
+	// plan of the kept outcome, on the graph the plan lists (expanded
+	// back to the original ops after fusion); sim its simulated step.
+	placed *sim.Plan
+	sim    *sim.Result
+	plan   *plan.Plan
 	// fused carries the fuse stage's result to assemble.
 	fused *fusedState
 }
@@ -146,15 +152,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Strategies lists every strategy name plan accepts besides auto: the
-// placers, then the pipeline partitioners.
-func Strategies() []string {
-	names := placer.Names()
-	for _, p := range partition.Names() {
-		names = append(names, PipelineStrategy+":"+p)
-	}
-	return names
-}
+// Strategies lists every strategy name plan accepts besides auto and
+// the "pipeline" shorthand, sorted.
+func Strategies() []string { return strategy.Names() }
 
 // Run plans a model on a cluster.
 func Run(ctx context.Context, opts Options) (*Result, error) {
@@ -299,155 +299,24 @@ func buildCosts(_ context.Context, r *run) error {
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
-	r.problem = p
+	r.problem = strategy.NewProblem(p, batchSize(r.model.Graph))
 	return nil
 }
 
+// lowerBound is the bound the plan is held to: for auto, pipelines and
+// data parallelism the work spread over the cluster, which every plan of
+// the space pays (micro-batches and replicas shorten the critical path);
+// for a placement, also the critical path, since it runs the whole batch
+// at once.
 func lowerBound(_ context.Context, r *run) error {
-	r.bound = cost.LowerBound(r.problem.Costs, r.problem.Adj, r.problem.Order)
-	return nil
-}
-
-// place runs the chosen strategy, or for Auto every fast strategy, and
-// keeps the fitting plan with the shortest simulated step.
-func place(ctx context.Context, r *run) error {
-	if name, ok := pipelinePartitioner(r.opts.Strategy); ok {
-		o := evaluatePipeline(ctx, r, name)
-		if o.Err != nil {
-			return o.Err
+	b := r.problem.Bound
+	r.bound, r.boundKind = cost.Bound{Throughput: b.Throughput}, "work"
+	if strategy.Family(r.opts.Strategy) == strategy.FamilyPlacement {
+		r.bound = b
+		if b.CriticalPath > b.Throughput {
+			r.boundKind = "critical path"
 		}
-		if !o.Fits {
-			return overflow(r, o.Strategy, o.Sim)
-		}
-		r.bound = pipelineBound(r.bound)
-		r.sim, r.placed, r.pipeline, r.strategy = o.Sim, o.Placement, o.Pipeline, o.Strategy
-		return nil
-	}
-	names := []string{r.opts.Strategy}
-	if r.opts.Strategy == Auto {
-		names = AutoStrategies
-	} else if !slices.Contains(placer.Names(), r.opts.Strategy) {
-		return &InputError{fmt.Errorf("unknown strategy %q: use auto, pipeline or one of %v", r.opts.Strategy, Strategies())}
-	}
-	var fails []placer.Failure
-	for _, name := range names {
-		pl, err := placer.New(name)
-		if err != nil {
-			return err
-		}
-		o := evaluate(ctx, r, name, pl)
-		if o.Sim != nil {
-			r.tried = append(r.tried, plan.Candidate{Strategy: name, PredictedStepMS: plan.MS(o.Sim.Step), Fits: o.Fits})
-			if o.Fits && (r.sim == nil || o.Sim.Step < r.sim.Step) {
-				r.sim, r.placed, r.strategy = o.Sim, o.Placement, name
-			}
-		}
-		if o.Err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			// evaluate gives a placement that overflows memory an error too.
-			fails = append(fails, placer.Failure{Strategy: name, Err: o.Err})
-			if o.Sim == nil {
-				r.tried = append(r.tried, plan.Candidate{Strategy: name, Error: o.Err.Error()})
-			}
-		}
-	}
-	if r.sim == nil {
-		return placer.CombineFailures(fails)
-	}
-	if r.opts.Strategy == Auto {
-		r.strategy = Auto + ":" + r.strategy
 	}
 	return nil
 }
 
-// overflow explains a placement whose simulated peak exceeds a device.
-func overflow(r *run, strategy string, res *sim.Result) error {
-	worst, over := -1, int64(0)
-	for d, peak := range res.PeakMemory {
-		if o := peak - r.cluster.Devices[d].Memory; o > over {
-			worst, over = d, o
-		}
-	}
-	d := r.cluster.Devices[worst]
-	return placer.Infeasible(r.problem, fmt.Sprintf("%s's placement peaks at %s on %s, which holds %s",
-		strategy, cluster.FormatBytes(res.PeakMemory[worst]), d.Name, cluster.FormatBytes(d.Memory)))
-}
-
-func assemble(_ context.Context, r *run) error {
-	g, c, res := r.model.Graph, r.cluster, r.sim
-	p := &plan.Plan{
-		Model:           r.opts.ModelPath,
-		Cluster:         c.Name,
-		Strategy:        r.strategy,
-		Mode:            r.opts.Mode,
-		PredictedStepMS: plan.MS(res.Step),
-		LowerBoundMS:    plan.MS(r.bound.Seconds()),
-		Fits:            r.problem.Fits(res),
-		Warnings:        r.model.Warnings,
-	}
-	if lb := r.bound.Seconds(); lb > 0 {
-		p.Gap = plan.Fraction(res.Step/lb - 1)
-	}
-	if len(r.tried) > 1 {
-		p.Candidates = slices.Clone(r.tried)
-		slices.SortStableFunc(p.Candidates, func(a, b plan.Candidate) int {
-			ra, rb := candidateRank(a), candidateRank(b)
-			if ra != rb {
-				return ra - rb
-			}
-			switch {
-			case a.PredictedStepMS < b.PredictedStepMS:
-				return -1
-			case a.PredictedStepMS > b.PredictedStepMS:
-				return 1
-			}
-			return 0
-		})
-	}
-	opsOn := make([]int, len(c.Devices))
-	for _, d := range r.placed.Device {
-		opsOn[d]++
-	}
-	for i, d := range c.Devices {
-		p.Devices = append(p.Devices, plan.Device{
-			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
-			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
-			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i],
-		})
-	}
-	for _, id := range r.problem.Order {
-		op := &g.Ops[id]
-		p.Ops = append(p.Ops, plan.Op{
-			Name: op.Name, Type: op.Type, Phase: op.Phase.String(), Device: c.Devices[r.placed.Device[id]].Name,
-			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]),
-		})
-	}
-	p.Transfers = make([]plan.Transfer, 0, len(res.Transfers))
-	for _, t := range res.Transfers {
-		p.CrossDeviceBytes += t.Bytes
-		p.Transfers = append(p.Transfers, plan.Transfer{
-			Tensor: g.Tensors[t.Tensor].Name, From: c.Devices[t.From].Name, To: c.Devices[t.To].Name,
-			Bytes: t.Bytes, StartMS: plan.MS(t.Start), EndMS: plan.MS(t.End),
-		})
-	}
-	r.plan = p
-	if err := expandFusion(r); err != nil {
-		return err
-	}
-	addPipeline(r)
-	return nil
-}
-
-// candidateRank orders fitting plans first, then ones that do not fit,
-// then failures.
-func candidateRank(c plan.Candidate) int {
-	switch {
-	case c.Error != "":
-		return 2
-	case !c.Fits:
-		return 1
-	}
-	return 0
-}

@@ -46,9 +46,13 @@ func WriteDOT(w io.Writer, p *Plan, g *graph.Graph) error {
 	for _, op := range p.Ops {
 		byDevice[op.Device] = append(byDevice[op.Device], op)
 	}
+	// Stages label their first device's cluster when the plan has several
+	// or replicates one; a placement's single stage is its devices.
 	stageOf := map[string]*Stage{}
 	for i := range p.Stages {
-		stageOf[p.Stages[i].Devices[0]] = &p.Stages[i]
+		if len(p.Stages) > 1 || p.Stages[i].Replicas > 1 {
+			stageOf[p.Stages[i].Devices[0]] = &p.Stages[i]
+		}
 	}
 	for i, d := range p.Devices {
 		color := palette[i%len(palette)]

@@ -15,17 +15,30 @@ type Plan struct {
 	Model string `json:"model" yaml:"model"`
 	// Cluster is the cluster's name.
 	Cluster string `json:"cluster" yaml:"cluster"`
-	// Strategy is the placement strategy that produced the plan; for
-	// "auto" it names the winner, as "auto:m-etf".
+	// Strategy is the strategy that produced the plan; for "auto" it
+	// names the winner, as "auto:m-etf"; Family its family (placement,
+	// data-parallel, pipeline, hybrid).
 	Strategy string `json:"strategy" yaml:"strategy"`
+	Family   string `json:"family,omitempty" yaml:"family,omitempty"`
 	// Mode is "infer" (one forward pass) or "train" (a training step).
 	Mode string `json:"mode" yaml:"mode"`
 	// PredictedStepMS is the simulated step time.
 	PredictedStepMS float64 `json:"predicted_step_ms" yaml:"predicted_step_ms"`
-	// LowerBoundMS is the least step time any placement could reach.
-	LowerBoundMS float64 `json:"lower_bound_ms" yaml:"lower_bound_ms"`
+	// LowerBoundMS is the least step time any plan of the strategy's
+	// space could reach; LowerBoundKind names the part that binds ("work",
+	// or "critical path" for a placement strategy).
+	LowerBoundMS   float64 `json:"lower_bound_ms" yaml:"lower_bound_ms"`
+	LowerBoundKind string  `json:"lower_bound_kind,omitempty" yaml:"lower_bound_kind,omitempty"`
 	// Gap is PredictedStepMS / LowerBoundMS - 1.
 	Gap float64 `json:"gap" yaml:"gap"`
+	// Batch is the samples one step processes (0: unknown) and
+	// ThroughputSamplesPerS the samples per second at the predicted step.
+	Batch                 int64   `json:"batch,omitempty" yaml:"batch,omitempty"`
+	ThroughputSamplesPerS float64 `json:"throughput_samples_per_s,omitempty" yaml:"throughput_samples_per_s,omitempty"`
+	// EstimatedStepMS is the strategy's own analytic prediction of the
+	// step (a partitioner's model), when it has one; the predicted step
+	// is always the simulator's.
+	EstimatedStepMS float64 `json:"estimated_step_ms,omitempty" yaml:"estimated_step_ms,omitempty"`
 	// Fits is true when every device's peak memory is within its capacity.
 	Fits bool `json:"fits" yaml:"fits"`
 	// CrossDeviceBytes sums the bytes of every transfer.
@@ -33,13 +46,17 @@ type Plan struct {
 	Devices          []Device   `json:"devices" yaml:"devices"`
 	Ops              []Op       `json:"ops" yaml:"ops"`
 	Transfers        []Transfer `json:"transfers" yaml:"transfers"`
-	// The pipeline fields are set by the pipeline strategies only.
-	// Schedule is gpipe or 1f1b; MicroBatches the count a step is split
-	// into; BottleneckMS the slowest stage's time per micro-batch,
-	// transfers and its share of weight synchronisation included (what
-	// the partitioners minimise); BubbleFraction the share of stage time
-	// idle in the pipelined part of the step.
+	// AllReduces are the gradient all-reduces of replicated stages.
+	AllReduces []AllReduce `json:"all_reduces,omitempty" yaml:"all_reduces,omitempty"`
+	// Schedule is gpipe or 1f1b (plans of several stages or
+	// micro-batches); MicroBatches the count a step is split into (1: the
+	// whole batch at once); BottleneckMS the slowest stage's time per
+	// micro-batch, its sends and its share of the all-reduce and update
+	// included; BubbleFraction the share of the stages' time idle in the
+	// step (plans of several stages). Stages always lists at least one
+	// stage: a placement or data-parallel plan is one.
 	Schedule       string  `json:"schedule,omitempty" yaml:"schedule,omitempty"`
+	Replicas       int     `json:"replicas,omitempty" yaml:"replicas,omitempty"`
 	MicroBatches   int     `json:"micro_batches,omitempty" yaml:"micro_batches,omitempty"`
 	BottleneckMS   float64 `json:"bottleneck_ms,omitempty" yaml:"bottleneck_ms,omitempty"`
 	BubbleFraction float64 `json:"bubble_fraction,omitempty" yaml:"bubble_fraction,omitempty"`
@@ -75,21 +92,38 @@ type Op struct {
 
 // Transfer is one tensor copied between devices.
 type Transfer struct {
-	Tensor  string  `json:"tensor" yaml:"tensor"`
-	From    string  `json:"from" yaml:"from"`
-	To      string  `json:"to" yaml:"to"`
-	Bytes   int64   `json:"bytes" yaml:"bytes"`
-	StartMS float64 `json:"start_ms" yaml:"start_ms"`
-	EndMS   float64 `json:"end_ms" yaml:"end_ms"`
+	Tensor string `json:"tensor" yaml:"tensor"`
+	// MicroBatch is the micro-batch the copy belongs to (from 0).
+	MicroBatch int     `json:"micro_batch,omitempty" yaml:"micro_batch,omitempty"`
+	From       string  `json:"from" yaml:"from"`
+	To         string  `json:"to" yaml:"to"`
+	Bytes      int64   `json:"bytes" yaml:"bytes"`
+	StartMS    float64 `json:"start_ms" yaml:"start_ms"`
+	EndMS      float64 `json:"end_ms" yaml:"end_ms"`
 }
 
-// Stage is one pipeline stage. Its devices hold replicas of the same ops;
-// the plan's ops name the first of them as their device.
+// AllReduce is one bucket of gradients all-reduced across a stage's
+// replicas.
+type AllReduce struct {
+	Stage   int      `json:"stage" yaml:"stage"`
+	Devices []string `json:"devices" yaml:"devices"`
+	Bytes   int64    `json:"bytes" yaml:"bytes"`
+	StartMS float64  `json:"start_ms" yaml:"start_ms"`
+	EndMS   float64  `json:"end_ms" yaml:"end_ms"`
+}
+
+// Stage is one stage of the plan: a contiguous piece of the graph on a
+// device group, replicated. The plan's ops name devices of the first
+// replica; the other replicas run the same ops on their share of the
+// batch.
 type Stage struct {
-	Index      int      `json:"index" yaml:"index"`
-	DeviceType string   `json:"device_type" yaml:"device_type"`
-	Devices    []string `json:"devices" yaml:"devices"`
-	Replicas   int      `json:"replicas" yaml:"replicas"`
+	Index      int    `json:"index" yaml:"index"`
+	DeviceType string `json:"device_type" yaml:"device_type"`
+	// Devices lists every device of the stage, replica after replica;
+	// ReplicaDevices the same grouped by replica.
+	Devices        []string   `json:"devices" yaml:"devices"`
+	ReplicaDevices [][]string `json:"replica_devices,omitempty" yaml:"replica_devices,omitempty"`
+	Replicas       int        `json:"replicas" yaml:"replicas"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
 	// and last forward ops, and ModulePrefix their common module path
 	// ("/blocks.11/") when op names carry one: the split points to give
@@ -98,26 +132,46 @@ type Stage struct {
 	FirstOp      string   `json:"first_op" yaml:"first_op"`
 	LastOp       string   `json:"last_op" yaml:"last_op"`
 	ModulePrefix string   `json:"module_prefix,omitempty" yaml:"module_prefix,omitempty"`
-	// Per micro-batch: compute, sends to the neighbouring stages, share
-	// of the per-step weight synchronisation, and their sum.
+	// Per micro-batch, from the simulated step: compute (the busiest
+	// device's), sends to other stages, the share of the per-step
+	// all-reduce and update, and their sum.
 	ComputeMS float64 `json:"compute_ms" yaml:"compute_ms"`
 	CommMS    float64 `json:"comm_ms" yaml:"comm_ms"`
 	SyncMS    float64 `json:"sync_ms" yaml:"sync_ms"`
 	TimeMS    float64 `json:"time_ms" yaml:"time_ms"`
-	// SendBytes is what the stage sends to the next per step.
+	// SendBytes is what the stage sends to later stages per step.
 	SendBytes int64 `json:"send_bytes" yaml:"send_bytes"`
 	// PeakMemoryBytes is one device's parameters, activation stash and
 	// scratch; AliveMicroBatches how many micro-batches it stashes at once.
 	PeakMemoryBytes   int64 `json:"peak_memory_bytes" yaml:"peak_memory_bytes"`
 	AliveMicroBatches int   `json:"alive_micro_batches" yaml:"alive_micro_batches"`
+	// AllReduceMS and AllReduceBytes are the stage's gradient all-reduce
+	// per step (0 for one replica); StartMS and EndMS bound its ops.
+	AllReduceMS    float64 `json:"all_reduce_ms" yaml:"all_reduce_ms"`
+	AllReduceBytes int64   `json:"all_reduce_bytes" yaml:"all_reduce_bytes"`
+	StartMS        float64 `json:"start_ms" yaml:"start_ms"`
+	EndMS          float64 `json:"end_ms" yaml:"end_ms"`
 }
 
 // Candidate is one strategy's outcome when several were tried.
 type Candidate struct {
-	Strategy        string  `json:"strategy" yaml:"strategy"`
-	PredictedStepMS float64 `json:"predicted_step_ms,omitempty" yaml:"predicted_step_ms,omitempty"`
-	Fits            bool    `json:"fits" yaml:"fits"`
-	Error           string  `json:"error,omitempty" yaml:"error,omitempty"`
+	Strategy              string  `json:"strategy" yaml:"strategy"`
+	Family                string  `json:"family,omitempty" yaml:"family,omitempty"`
+	PredictedStepMS       float64 `json:"predicted_step_ms,omitempty" yaml:"predicted_step_ms,omitempty"`
+	ThroughputSamplesPerS float64 `json:"throughput_samples_per_s,omitempty" yaml:"throughput_samples_per_s,omitempty"`
+	// PeakMemoryBytes is the largest device peak of the candidate's plan.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty" yaml:"peak_memory_bytes,omitempty"`
+	Fits            bool  `json:"fits" yaml:"fits"`
+	// Shape summarises the plan: stages, replicas, micro-batches.
+	Shape string `json:"shape,omitempty" yaml:"shape,omitempty"`
+	// SolveMS is the strategy's search time plus the simulator's. It
+	// varies from run to run, so only the table shows it: plan files stay
+	// byte-identical.
+	SolveMS float64 `json:"-" yaml:"-"`
+	Error   string  `json:"error,omitempty" yaml:"error,omitempty"`
+	// Why says why the candidate lost to the plan kept: slower by how
+	// much, does not fit, failed, or pruned by a bound.
+	Why string `json:"why,omitempty" yaml:"why,omitempty"`
 }
 
 // Fraction rounds a ratio to six decimals, so plans print stable numbers.

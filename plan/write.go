@@ -60,22 +60,28 @@ func WriteTable(w io.Writer, p *Plan) error {
 	fmt.Fprintf(&b, "model:      %s (%s)\n", p.Model, p.Mode)
 	fmt.Fprintf(&b, "cluster:    %s, %d devices\n", p.Cluster, len(p.Devices))
 	fmt.Fprintf(&b, "strategy:   %s\n", p.Strategy)
-	if len(p.Candidates) > 1 {
-		var parts []string
-		for _, c := range p.Candidates {
-			switch {
-			case c.Error != "":
-				parts = append(parts, c.Strategy+" failed")
-			case !c.Fits:
-				parts = append(parts, fmt.Sprintf("%s %.3f ms (does not fit)", c.Strategy, c.PredictedStepMS))
-			default:
-				parts = append(parts, fmt.Sprintf("%s %.3f ms", c.Strategy, c.PredictedStepMS))
-			}
-		}
-		fmt.Fprintf(&b, "tried:      %s\n", strings.Join(parts, ", "))
+	if p.Family != "" {
+		fmt.Fprintf(&b, "family:     %s\n", p.Family)
 	}
-	fmt.Fprintf(&b, "step:       %.3f ms predicted, %.3f ms lower bound, gap %.1f%%\n", p.PredictedStepMS, p.LowerBoundMS, 100*p.Gap)
+	bound := "lower bound"
+	if p.LowerBoundKind != "" {
+		bound += " (" + p.LowerBoundKind + ")"
+	}
+	fmt.Fprintf(&b, "step:       %.3f ms predicted, %.3f ms %s, gap %.1f%%\n", p.PredictedStepMS, p.LowerBoundMS, bound, 100*p.Gap)
+	if p.ThroughputSamplesPerS > 0 {
+		fmt.Fprintf(&b, "throughput: %.1f samples/s (batch %d)\n", p.ThroughputSamplesPerS, p.Batch)
+	}
+	if p.EstimatedStepMS > 0 {
+		fmt.Fprintf(&b, "estimate:   %.3f ms by the strategy's own model (%+.1f%% against the simulator)\n", p.EstimatedStepMS, 100*(p.EstimatedStepMS/p.PredictedStepMS-1))
+	}
 	fmt.Fprintf(&b, "transfers:  %d, %s across devices\n", len(p.Transfers), cluster.FormatBytes(p.CrossDeviceBytes))
+	if len(p.AllReduces) > 0 {
+		var bytes int64
+		for _, a := range p.AllReduces {
+			bytes += a.Bytes
+		}
+		fmt.Fprintf(&b, "all-reduce: %d buckets, %s of gradients per replica\n", len(p.AllReduces), cluster.FormatBytes(bytes))
+	}
 	fits := "yes"
 	if !p.Fits {
 		fits = "NO: a device exceeds its memory"
@@ -100,14 +106,54 @@ func WriteTable(w io.Writer, p *Plan) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(p.Stages) > 0 {
-		fmt.Fprintf(w, "\npipeline: %s schedule, %d micro-batches, bottleneck %.3f ms per micro-batch, bubble %.1f%%\n",
-			p.Schedule, p.MicroBatches, p.BottleneckMS, 100*p.BubbleFraction)
+	if len(p.Stages) > 1 || len(p.Stages) == 1 && (p.Stages[0].Replicas > 1 || p.MicroBatches > 1) {
+		fmt.Fprintf(w, "\nstages: %d", len(p.Stages))
+		if p.Schedule != "" {
+			fmt.Fprintf(w, ", %s schedule, %d micro-batches", p.Schedule, p.MicroBatches)
+		}
+		fmt.Fprintf(w, ", bottleneck %.3f ms per micro-batch", p.BottleneckMS)
+		if len(p.Stages) > 1 {
+			fmt.Fprintf(w, ", bubble %.1f%%", 100*p.BubbleFraction)
+		}
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "STAGE\tDEVICES\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
+		fmt.Fprintln(tw, "STAGE\tDEVICES\tREPLICAS\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tALL-REDUCE\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
 		for _, s := range p.Stages {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\n", s.Index, strings.Join(s.Devices, ","), len(s.Ops),
-				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, cluster.FormatBytes(s.SendBytes), cluster.FormatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\n", s.Index, devices(s.Devices), s.Replicas, len(s.Ops),
+				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, cluster.FormatBytes(s.AllReduceBytes), cluster.FormatBytes(s.SendBytes), cluster.FormatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.Candidates) > 1 {
+		fmt.Fprintln(w, "\ncandidates (solve times vary from run to run):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "STRATEGY\tFAMILY\tSHAPE\tSTEP (ms)\tSAMPLES/S\tPEAK MEMORY\tFITS\tSOLVE (ms)\tWHY NOT CHOSEN")
+		for _, c := range p.Candidates {
+			step, tput, peak, fits := "-", "-", "-", "-"
+			if c.PredictedStepMS > 0 {
+				step, peak = fmt.Sprintf("%.3f", c.PredictedStepMS), cluster.FormatBytes(c.PeakMemoryBytes)
+				fits = "yes"
+				if !c.Fits {
+					fits = "no"
+				}
+				if c.ThroughputSamplesPerS > 0 {
+					tput = fmt.Sprintf("%.1f", c.ThroughputSamplesPerS)
+				}
+			}
+			why := c.Why
+			if why == "" {
+				why = "chosen"
+			}
+			if c.Error != "" && why != "does not fit" {
+				why += ": " + firstClause(c.Error)
+			}
+			shape := c.Shape
+			if shape == "" {
+				shape = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", c.Strategy, c.Family, shape, step, tput, peak, fits, c.SolveMS, why)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -152,4 +198,22 @@ func WriteFileAtomic(path string, write func(io.Writer) error) (err error) {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// devices shortens a long device list for the table: the first three and
+// a count.
+func devices(names []string) string {
+	if len(names) <= 4 {
+		return strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s,... (%d)", strings.Join(names[:3], ","), len(names))
+}
+
+// firstClause is an error message up to its first "; ", so a table row
+// stays one readable line; the plan's JSON keeps the whole message.
+func firstClause(msg string) string {
+	if i := strings.Index(msg, "; "); i > 0 {
+		return msg[:i]
+	}
+	return msg
 }

@@ -1,11 +1,14 @@
-// Package sim executes a placed operator graph in simulated time: each
-// device runs one op at a time, tensors cross between devices over the
-// cluster's links, and memory is allocated and freed as a runtime would.
-// It is the single judge of every placement: placers search, sim scores.
+// Package sim executes a plan in simulated time: each device runs one op
+// at a time, tensors cross between devices over the cluster's links,
+// micro-batches flow through pipeline stages in their schedule, replicated
+// stages all-reduce their gradients, and memory is allocated and freed as
+// a runtime would. It is the single judge of every plan: strategies
+// search, sim scores.
 package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/opplace/opplace/cluster"
@@ -14,107 +17,158 @@ import (
 	"github.com/opplace/opplace/internal/minheap"
 )
 
-// Placement assigns every op to a device and, optionally, an order.
-type Placement struct {
-	// Device is the device index of each op.
-	Device []int
-	// Priority orders the ready ops of one device: the lowest value runs
-	// first. Nil means the position in the topological order.
-	Priority []int32
-}
-
-// Transfer is one tensor copied from one device to another.
+// Transfer is one tensor (of one micro-batch) copied from one device to
+// another.
 type Transfer struct {
 	Tensor     graph.TensorID
+	MicroBatch int
 	From, To   int
 	Bytes      int64
 	Start, End float64
 }
 
+// StageResult is what one stage did in the simulated step. Device
+// figures are its first replica's (every replica mirrors it).
+type StageResult struct {
+	// Start and End bound the stage's ops (its all-reduces excluded).
+	Start, End float64
+	// Compute is the busiest device's time on ops run per micro-batch;
+	// Update its time on ops run once per step (optimizer updates).
+	Compute, Update float64
+	// Send is the time the stage's devices spent sending tensors to other
+	// stages or devices (transfer durations, summed).
+	Send float64
+	// AllReduce sums the durations of the stage's gradient all-reduces;
+	// AllReduceBytes their sizes.
+	AllReduce      float64
+	AllReduceBytes int64
+	// AliveMicroBatches is the most micro-batches the stage had started
+	// and not finished at once (their activations stashed).
+	AliveMicroBatches int
+	// PeakMemory is the stage's largest device peak.
+	PeakMemory int64
+}
+
 // Result is the simulated step. Times are in seconds from the start of
 // the step.
 type Result struct {
-	// Step is when the last op or transfer finishes.
-	Step       float64
+	// Step is when the last op, transfer or all-reduce finishes.
+	Step float64
+	// Start and End are each op's first start and last end over the
+	// micro-batches.
 	Start, End []float64
-	// Transfers are ordered by start time, then tensor, then destination.
+	// Transfers are ordered by start time, then tensor, then micro-batch,
+	// then destination.
 	Transfers []Transfer
+	// Collectives are the gradient all-reduces, by start time.
+	Collectives []Collective
 	// PeakMemory is the most memory each device held at once, in bytes;
 	// ResidentMemory the part of it taken by parameters and constants.
 	PeakMemory     []int64
 	ResidentMemory []int64
 	// Busy is the time each device spent computing.
 	Busy []float64
+	// Stages holds one entry per stage of the plan.
+	Stages       []StageResult
+	MicroBatches int
+	// Bubble is the share of the stages' time idle during the step:
+	// 1 - Σ busy / (stages × step), for plans of more than one stage.
+	Bubble float64
 }
 
-// Simulate runs the placement p of the graph behind t.
+// Simulate runs a placement of the graph behind t as one stage, one
+// replica and one micro-batch: operator placement, the plan space's
+// simplest point.
+func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placement) (*Result, error) {
+	return Run(t, adj, order, &Plan{Placement: p})
+}
+
+// Run simulates one step of plan p of the graph behind t.
 //
-// The rules: an op starts when its device is free and every input is on
-// that device; among ready ops a device takes the one of lowest priority.
-// When an op finishes, each of its outputs is sent once to every other
-// device that consumes it; a device sends one tensor at a time and
-// receives one at a time (full-duplex links), in the order transfers were
-// requested, and transfers through a host's shared PCIe fabric or
-// through a network card take turns on it. Parameters, constants and graph inputs are on every device
-// that reads them when the step starts.
+// Work: an op that depends on the graph's data inputs (every op of a
+// graph that has none, except optimizer updates) runs once per
+// micro-batch on each replica's share of it, taking (time - launch)/(r·M)
+// + launch, since every kernel pays its launch again; its activations
+// take 1/(r·M) of their size. Ops that read only parameters and constants
+// (weight transposes) and optimizer updates run once per step at full
+// cost. Weight gradients (the tensors optimizer updates read) accumulate
+// over micro-batches into one full-size buffer.
+//
+// Order: each device runs its ops in its stage's schedule, one slot after
+// another (1F1B: min(S-i-1, M) warm-up forwards, then alternate one
+// forward and one backward; GPipe: all forwards, then all backwards;
+// updates in the last slot); within a slot, the ready op of lowest
+// priority first. A device never starts a later slot while an op of an
+// earlier one is left, as pipeline runtimes do.
+//
+// Communication: when an op finishes, each output is sent once to every
+// other device that reads it, straight from its producer (a skip
+// connection is not relayed through the stages in between); a device
+// sends one tensor and receives one at a time (full-duplex links), in
+// the order transfers were requested, and transfers through a host's
+// shared PCIe fabric or through a network card take turns on it. A
+// tensor of one micro-batch crossing from a stage of r1 replicas to one
+// of r2 moves 1/(M·min(r1,r2)) of its bytes per replica pair. A weight
+// gradient read in another stage (a weight tied between the first and
+// last stage) crosses once per step, after its last micro-batch.
+//
+// Data parallelism: each replicated stage all-reduces its weight
+// gradients across its replicas in buckets of BucketBytes, as PyTorch DDP
+// does: buckets fill in the order gradients are produced, each starts as
+// soon as its gradients are final (after the last micro-batch) and the
+// previous bucket is done, overlapping the rest of the backward pass, and
+// occupies its device's send and receive channels (and, across hosts, the
+// network cards); AllReduceTime gives its duration. The optimizer updates
+// of a replicated device start once all its buckets are reduced, as
+// optimizer.step() follows DDP's backward. (Unreplicated devices run an
+// update as soon as its gradients are final, as a dataflow runtime does.) A training graph without optimizer ops
+// all-reduces each device's parameter bytes once its work is done.
 //
 // Memory: outputs and scratch are allocated when an op starts, scratch is
 // freed when it ends; an activation is freed on a device once every
 // consumer there has run and every copy out of it has been sent; a
 // received copy is allocated when its transfer starts. Graph outputs stay
-// until the end.
-func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placement) (*Result, error) {
+// until the end. Parameters, constants and graph inputs (the replica's
+// share) are on every device that reads them when the step starts. The
+// replicas of a stage mirror its first replica's devices.
+func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Result, error) {
 	g := t.Graph
-	n, nd := len(g.Ops), t.NumDevices()
-	if len(p.Device) != n {
-		return nil, fmt.Errorf("placement covers %d ops, the graph has %d", len(p.Device), n)
+	nd := t.NumDevices()
+	opStage, stages, err := p.normalise(g, nd)
+	if err != nil {
+		return nil, err
 	}
 	for op, d := range p.Device {
-		if d < 0 || d >= nd {
-			return nil, fmt.Errorf("op %q is placed on device %d; the cluster has %d", g.Ops[op].Name, d, nd)
-		}
 		if !t.CanRun(graph.OpID(op), d) {
 			return nil, fmt.Errorf("op %q is placed on %s, whose device type cannot run it", g.Ops[op].Name, t.Cluster.Devices[d].Name)
 		}
 	}
-	prio := p.Priority
-	if prio == nil {
-		prio = make([]int32, n)
-		for i, op := range order {
-			prio[op] = int32(i)
-		}
+	if len(order) != len(g.Ops) {
+		return nil, fmt.Errorf("order lists %d ops, the graph has %d", len(order), len(g.Ops))
 	}
-	s := &state{
-		t: t, g: g, adj: adj, dev: p.Device, prio: prio, nd: nd,
-		pending: make([]int32, n),
-		ready:   make([]*minheap.Heap[graph.OpID], nd),
-		events:  minheap.New(eventBefore),
-		running: make([]bool, nd),
-		free:    make([]float64, 2*nd+3*len(t.Cluster.Hosts)),
-		left:    make([]int32, len(g.Tensors)*nd),
-		res: &Result{
-			Start: make([]float64, n), End: make([]float64, n),
-			PeakMemory: make([]int64, nd), ResidentMemory: make([]int64, nd), Busy: make([]float64, nd),
-		},
-	}
-	for i := range s.ready {
-		s.ready[i] = minheap.New(func(a, b graph.OpID) bool { return prio[a] < prio[b] })
-	}
-	s.init()
+	s := newState(t, adj, order, p, opStage, stages)
 	if err := s.run(); err != nil {
 		return nil, err
 	}
-	s.finishMemory()
+	s.finish()
 	return s.res, nil
 }
+
+// event kinds.
+const (
+	evOpDone uint8 = iota
+	evArrived
+	evReduced
+)
 
 type event struct {
 	time float64
 	seq  int64
-	// op >= 0: op finished; otherwise tensor arrived on device dev.
-	op     graph.OpID
-	tensor graph.TensorID
-	dev    int
+	kind uint8
+	// id is a task (evOpDone), an instance (evArrived) or a bucket
+	// (evReduced); dev the device a tensor arrived on.
+	id  int32
+	dev int32
 }
 
 func eventBefore(a, b event) bool {
@@ -131,35 +185,521 @@ type memEvent struct {
 	delta int64
 }
 
-type state struct {
-	t    *cost.Table
-	g    *graph.Graph
-	adj  *graph.Adjacency
-	dev  []int
-	prio []int32
-	nd   int
+// bucket is a set of weight gradients one device all-reduces with its
+// counterparts in the other replicas of its stage.
+type bucket struct {
+	dev     int
+	devices []int // one per replica, the first is dev
+	stage   int
+	bytes   int64
+	members []int32 // tensor instances
+	left    int32   // members not yet final
+}
 
-	pending []int32 // inputs and control deps an op still waits for
-	// ready holds each device's ready ops, lowest priority value first.
-	ready   []*minheap.Heap[graph.OpID]
-	running []bool
+type state struct {
+	t        *cost.Table
+	g        *graph.Graph
+	c        *cluster.Cluster
+	adj      *graph.Adjacency
+	nd, M    int
+	training bool
+
+	dev      []int
+	prio     []int32
+	opStage  []int
+	stages   []Stage
+	replicas []int // per stage
+	devStage []int // per device: stage of a first-replica device, or -1
+
+	// perMB[op]: the op runs once per micro-batch; perStep[t]: the tensor
+	// has one instance per step; accum[t]: it is a weight gradient
+	// accumulated over micro-batches.
+	perMB   []bool
+	perStep []bool
+	accum   []bool
+
+	taskBase []int32 // per op: its first task; op's tasks are consecutive
+	taskOp   []int32
+	tensBase []int32 // per tensor: its first instance
+	instT    []int32
+
+	consumers [][]graph.OpID    // per tensor, distinct
+	inputs    [][]graph.TensorID // per op, distinct
+	ctrl      [][]graph.OpID    // per op, distinct control deps
+	ctrlSucc  [][]graph.OpID    // per op, ops that list it as a control dep
+
+	nslots    int
+	slot      []int32 // per task
+	slotIndex [][]int32
+	remaining []int32 // per device*nslots+slot
+	cur       []int32 // per device: the slot it runs
+	pending   []int32 // per task
+	ready     []*minheap.Heap[int32]
+	running   []bool
+	touched   []bool
+	devLeft   []int32 // tasks left per device
+
 	// free holds when each channel is next free: per device a send and a
 	// receive channel, per host its intra-host fabric and its network
-	// card's egress and ingress.
+	// card's egress and ingress, and per device its collective stream.
 	free        []float64
-	channelsBuf [4]int
-	// left[tensor*nd+dev]: consumers on dev that have not yet run, plus,
-	// on the producer's device, copies out not yet sent.
-	left []int32
+	channelsBuf [6]int
+	left        []int32 // per instance*nd+dev
+	prodLeft    []int32 // per instance: producing tasks not finished
+	accAlloc    []bool  // per instance: accumulator allocated
+	isOutput    []bool
 
-	isOutput []bool
+	buckets    []bucket
+	bucketOf   []int32 // per instance: its bucket or -1
+	devBuckets [][]int32
+	nextBucket []int
+	updates    [][]graph.OpID // per device with buckets: its update ops
+	inFlight   []bool
+	synthetic  []int32 // per device: bucket launched when its work is done, or -1
 
-	events  *minheap.Heap[event]
-	seq     int64
-	mem     []memEvent
-	touched []bool
-	done    int
-	res     *Result
+	// stage tracking: per stage*M+mb
+	mbStarted []bool
+	mbLeft    []int32
+	live      []int
+
+	events *minheap.Heap[event]
+	seq    int64
+	mem    []memEvent
+	done   int
+	res    *Result
+}
+
+func newState(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan, opStage []int, stages []Stage) *state {
+	g := t.Graph
+	n, nd, M := len(g.Ops), t.NumDevices(), p.microBatches()
+	s := &state{
+		t: t, g: g, c: t.Cluster, adj: adj, nd: nd, M: M,
+		dev: p.Device, opStage: opStage, stages: stages,
+		replicas: make([]int, len(stages)), devStage: make([]int, nd),
+		res: &Result{
+			Start: make([]float64, n), End: make([]float64, n),
+			PeakMemory: make([]int64, nd), ResidentMemory: make([]int64, nd), Busy: make([]float64, nd),
+			Stages: make([]StageResult, len(stages)), MicroBatches: M,
+		},
+	}
+	for d := range s.devStage {
+		s.devStage[d] = -1
+	}
+	for i, st := range stages {
+		s.replicas[i] = len(st.Replicas)
+		for _, d := range st.Replicas[0] {
+			s.devStage[d] = i
+		}
+	}
+	s.prio = p.Priority
+	pos := make([]int32, n)
+	for i, op := range order {
+		pos[op] = int32(i)
+	}
+	if s.prio == nil {
+		s.prio = pos
+	}
+	s.dedupe()
+	s.classify(order)
+	s.numberTasks()
+	s.schedule(p.Schedule)
+	s.events = minheap.New(eventBefore)
+	s.free = make([]float64, 3*nd+3*len(t.Cluster.Hosts))
+	s.ready = make([]*minheap.Heap[int32], nd)
+	prio, slot := s.prio, s.slot
+	taskOp := s.taskOp
+	for i := range s.ready {
+		s.ready[i] = minheap.New(func(a, b int32) bool {
+			if slot[a] != slot[b] {
+				return slot[a] < slot[b]
+			}
+			if pa, pb := prio[taskOp[a]], prio[taskOp[b]]; pa != pb {
+				return pa < pb
+			}
+			return a < b
+		})
+	}
+	s.running = make([]bool, nd)
+	s.touched = make([]bool, nd)
+	s.buildBuckets(pos, p.BucketBytes)
+	return s
+}
+
+// dedupe builds the distinct consumer, input and control-dependency lists.
+func (s *state) dedupe() {
+	g := s.g
+	stamp := make([]int32, max(len(g.Ops), len(g.Tensors)))
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	s.consumers = make([][]graph.OpID, len(g.Tensors))
+	for t := range g.Tensors {
+		for _, c := range g.Tensors[t].Consumers {
+			if stamp[c] != int32(t) {
+				stamp[c] = int32(t)
+				s.consumers[t] = append(s.consumers[t], c)
+			}
+		}
+	}
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	s.inputs = make([][]graph.TensorID, len(g.Ops))
+	s.ctrl = make([][]graph.OpID, len(g.Ops))
+	s.ctrlSucc = make([][]graph.OpID, len(g.Ops))
+	for op := range g.Ops {
+		for _, in := range g.Ops[op].Inputs {
+			if stamp[in] != int32(op) {
+				stamp[in] = int32(op)
+				s.inputs[op] = append(s.inputs[op], in)
+			}
+		}
+	}
+	for op := range g.Ops {
+		deps := slices.Clone(g.Ops[op].ControlDeps)
+		slices.Sort(deps)
+		s.ctrl[op] = slices.Compact(deps)
+		for _, d := range s.ctrl[op] {
+			s.ctrlSucc[d] = append(s.ctrlSucc[d], graph.OpID(op))
+		}
+	}
+	s.isOutput = make([]bool, len(g.Tensors))
+	for _, o := range g.Outputs {
+		s.isOutput[o] = true
+	}
+}
+
+// classify decides which ops run per micro-batch and which tensors have
+// one instance per step.
+func (s *state) classify(order []graph.OpID) {
+	g := s.g
+	hasInput := false
+	for t := range g.Tensors {
+		if g.Tensors[t].Kind == graph.Input && len(s.consumers[t]) > 0 {
+			hasInput = true
+			break
+		}
+	}
+	s.perMB = make([]bool, len(g.Ops))
+	for _, op := range order {
+		o := &g.Ops[op]
+		switch {
+		case o.Phase == graph.Backward:
+			s.training = true
+			s.perMB[op] = true
+		case o.Phase == graph.Update:
+		case !hasInput:
+			s.perMB[op] = true
+		default:
+			for _, in := range s.inputs[op] {
+				tn := &g.Tensors[in]
+				if tn.Kind == graph.Input || tn.Producer != graph.NoOp && s.perMB[tn.Producer] {
+					s.perMB[op] = true
+					break
+				}
+			}
+			for _, d := range s.ctrl[op] {
+				s.perMB[op] = s.perMB[op] || s.perMB[d]
+			}
+		}
+	}
+	s.perStep = make([]bool, len(g.Tensors))
+	s.accum = make([]bool, len(g.Tensors))
+	for t := range g.Tensors {
+		tn := &g.Tensors[t]
+		if tn.Producer == graph.NoOp || !s.perMB[tn.Producer] {
+			s.perStep[t] = true
+			continue
+		}
+		if tn.Kind != graph.Activation || len(s.consumers[t]) == 0 {
+			continue
+		}
+		weightGrad := true
+		for _, c := range s.consumers[t] {
+			if g.Ops[c].Phase != graph.Update {
+				weightGrad = false
+				break
+			}
+		}
+		s.accum[t], s.perStep[t] = weightGrad, weightGrad
+	}
+}
+
+func (s *state) tasksOf(op graph.OpID) int {
+	if s.perMB[op] {
+		return s.M
+	}
+	return 1
+}
+
+func (s *state) instancesOf(t graph.TensorID) int {
+	if s.perStep[t] {
+		return 1
+	}
+	return s.M
+}
+
+func (s *state) numberTasks() {
+	g := s.g
+	s.taskBase = make([]int32, len(g.Ops)+1)
+	for op := range g.Ops {
+		s.taskBase[op+1] = s.taskBase[op] + int32(s.tasksOf(graph.OpID(op)))
+	}
+	nt := s.taskBase[len(g.Ops)]
+	s.taskOp = make([]int32, nt)
+	for op := range g.Ops {
+		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
+			s.taskOp[k] = int32(op)
+		}
+	}
+	s.tensBase = make([]int32, len(g.Tensors)+1)
+	for t := range g.Tensors {
+		s.tensBase[t+1] = s.tensBase[t] + int32(s.instancesOf(graph.TensorID(t)))
+	}
+	ni := s.tensBase[len(g.Tensors)]
+	s.instT = make([]int32, ni)
+	for t := range g.Tensors {
+		for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
+			s.instT[k] = int32(t)
+		}
+	}
+	s.left = make([]int32, int(ni)*s.nd)
+	s.prodLeft = make([]int32, ni)
+	s.accAlloc = make([]bool, ni)
+	s.bucketOf = make([]int32, ni)
+	for i := range s.bucketOf {
+		s.bucketOf[i] = -1
+	}
+	s.pending = make([]int32, nt)
+	s.slot = make([]int32, nt)
+}
+
+// instance is tensor t's instance read or written by micro-batch mb.
+func (s *state) instance(t graph.TensorID, mb int) int32 {
+	if s.perStep[t] {
+		return s.tensBase[t]
+	}
+	return s.tensBase[t] + int32(mb)
+}
+
+// schedule numbers every stage's slots and assigns each task its slot.
+func (s *state) schedule(sched Schedule) {
+	S, M := len(s.stages), s.M
+	const fwd, bwd = 0, 1
+	s.nslots = M
+	if s.training {
+		s.nslots = 2 * M
+	}
+	s.slotIndex = make([][]int32, S)
+	for i := 0; i < S; i++ {
+		idx := make([]int32, 2*M)
+		k := int32(0)
+		put := func(kind, mb int) { idx[kind*M+mb] = k; k++ }
+		switch {
+		case !s.training:
+			for m := 0; m < M; m++ {
+				put(fwd, m)
+			}
+		case sched == GPipe:
+			for m := 0; m < M; m++ {
+				put(fwd, m)
+			}
+			for m := 0; m < M; m++ {
+				put(bwd, m)
+			}
+		default:
+			w := min(S-i-1, M)
+			for m := 0; m < w; m++ {
+				put(fwd, m)
+			}
+			for j := 0; j < M-w; j++ {
+				put(fwd, w+j)
+				put(bwd, j)
+			}
+			for m := M - w; m < M; m++ {
+				put(bwd, m)
+			}
+		}
+		s.slotIndex[i] = idx
+	}
+	nd := s.nd
+	s.remaining = make([]int32, nd*s.nslots)
+	s.cur = make([]int32, nd)
+	s.devLeft = make([]int32, nd)
+	s.mbStarted = make([]bool, S*M)
+	s.mbLeft = make([]int32, S*M)
+	s.live = make([]int, S)
+	for op := range s.g.Ops {
+		st, phase := s.opStage[op], s.g.Ops[op].Phase
+		idx := s.slotIndex[st]
+		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
+			mb := int(k - s.taskBase[op])
+			var sl int32
+			switch {
+			case phase == graph.Update:
+				sl = int32(s.nslots - 1)
+			case phase == graph.Backward && s.training:
+				sl = idx[bwd*M+mb]
+			default:
+				sl = idx[fwd*M+mb]
+			}
+			s.slot[k] = sl
+			d := s.dev[op]
+			s.remaining[d*s.nslots+int(sl)]++
+			s.devLeft[d]++
+			if s.perMB[op] {
+				s.mbLeft[st*M+mb]++
+			}
+		}
+	}
+	for d := 0; d < nd; d++ {
+		s.advance(d)
+	}
+}
+
+// advance moves device d's slot past the slots it has finished.
+func (s *state) advance(d int) {
+	for int(s.cur[d]) < s.nslots-1 && s.remaining[d*s.nslots+int(s.cur[d])] == 0 {
+		s.cur[d]++
+	}
+}
+
+// buildBuckets groups each replicated device's weight gradients into
+// all-reduce buckets in the order they are produced.
+func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
+	if bucketBytes <= 0 {
+		bucketBytes = DefaultBucketBytes
+	}
+	g := s.g
+	nd := s.nd
+	s.devBuckets = make([][]int32, nd)
+	s.nextBucket = make([]int, nd)
+	s.inFlight = make([]bool, nd)
+	s.synthetic = make([]int32, nd)
+	for d := range s.synthetic {
+		s.synthetic[d] = -1
+	}
+	if !s.training {
+		return
+	}
+	defer func() {
+		s.updates = make([][]graph.OpID, nd)
+		for op := range g.Ops {
+			if d := s.dev[op]; g.Ops[op].Phase == graph.Update && len(s.devBuckets[d]) > 0 {
+				s.updates[d] = append(s.updates[d], graph.OpID(op))
+			}
+		}
+	}()
+	ringOf := func(d int) []int {
+		st := s.stages[s.devStage[d]]
+		i := slices.Index(st.Replicas[0], d)
+		devs := make([]int, len(st.Replicas))
+		for k, rep := range st.Replicas {
+			devs[k] = rep[i]
+		}
+		return devs
+	}
+	grads := make([][]graph.TensorID, nd)
+	anyAccum := false
+	for t := range g.Tensors {
+		if !s.accum[t] {
+			continue
+		}
+		anyAccum = true
+		d := s.dev[g.Tensors[t].Producer]
+		if st := s.devStage[d]; st >= 0 && s.replicas[st] > 1 {
+			grads[d] = append(grads[d], graph.TensorID(t))
+		}
+	}
+	for d := 0; d < nd; d++ {
+		st := s.devStage[d]
+		if st < 0 || s.replicas[st] < 2 {
+			continue
+		}
+		if !anyAccum {
+			// No optimizer ops: reduce the parameters the device reads
+			// once its work is done.
+			var bytes int64
+			for t := range g.Tensors {
+				if g.Tensors[t].Kind != graph.Parameter {
+					continue
+				}
+				if slices.ContainsFunc(s.consumers[t], func(c graph.OpID) bool { return s.dev[c] == d }) {
+					bytes += g.Tensors[t].Bytes()
+				}
+			}
+			if bytes > 0 {
+				s.synthetic[d] = int32(len(s.buckets))
+				s.buckets = append(s.buckets, bucket{dev: d, devices: ringOf(d), stage: st, bytes: bytes})
+				s.devBuckets[d] = append(s.devBuckets[d], s.synthetic[d])
+			}
+			continue
+		}
+		ts := grads[d]
+		slices.SortStableFunc(ts, func(a, b graph.TensorID) int {
+			return int(pos[g.Tensors[a].Producer]) - int(pos[g.Tensors[b].Producer])
+		})
+		var cur *bucket
+		for _, t := range ts {
+			if cur == nil || cur.bytes >= bucketBytes {
+				s.devBuckets[d] = append(s.devBuckets[d], int32(len(s.buckets)))
+				s.buckets = append(s.buckets, bucket{dev: d, devices: ringOf(d), stage: st})
+				cur = &s.buckets[len(s.buckets)-1]
+			}
+			inst := s.instance(t, 0)
+			cur.members = append(cur.members, inst)
+			cur.bytes += g.Tensors[t].Bytes()
+			cur.left++
+			s.bucketOf[inst] = int32(len(s.buckets) - 1)
+		}
+	}
+}
+
+// shardOf is the share of a micro-batch's data one device of stage st
+// holds: 1/(replicas·M).
+func (s *state) shard(st int) float64 {
+	if st < 0 {
+		return 1
+	}
+	return 1 / float64(s.replicas[st]*s.M)
+}
+
+// memBytes is the size of tensor t's instance on device d.
+func (s *state) memBytes(t graph.TensorID, d int) int64 {
+	tn := &s.g.Tensors[t]
+	b := tn.Bytes()
+	switch {
+	case tn.Kind.IsResident():
+		return b
+	case tn.Producer == graph.NoOp: // a graph input: the replica's share
+		if st := s.devStage[d]; st >= 0 {
+			return ceilDiv(b, int64(s.replicas[st]))
+		}
+		return b
+	case s.perStep[t]:
+		return b
+	}
+	if st := s.devStage[d]; st >= 0 {
+		return ceilDiv(b, int64(s.replicas[st]*s.M))
+	}
+	return b
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// taskTime is how long task k runs on its device.
+func (s *state) taskTime(op graph.OpID, d int) float64 {
+	full := s.t.OpTime(op, d)
+	if !s.perMB[op] {
+		return full
+	}
+	st := s.devStage[d]
+	k := float64(s.replicas[st] * s.M)
+	if k == 1 || full <= 0 {
+		return full
+	}
+	launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
+	return (full-launch)/k + launch
 }
 
 func (s *state) push(e event) {
@@ -175,86 +715,108 @@ func (s *state) alloc(time float64, dev int, bytes int64) {
 	}
 }
 
-// consumerDevices lists the distinct devices of a tensor's consumers, in
-// ascending order, and counts the consumers on each into s.left.
-func (s *state) countConsumers(tid graph.TensorID) []int {
-	var devs []int
-	seen := map[graph.OpID]bool{}
-	for _, c := range s.g.Tensors[tid].Consumers {
-		if seen[c] {
-			continue
-		}
-		seen[c] = true
-		d := s.dev[c]
-		s.left[int(tid)*s.nd+d]++
-		if !slices.Contains(devs, d) {
-			devs = append(devs, d)
-		}
-	}
-	slices.Sort(devs)
-	return devs
-}
-
 func (s *state) init() {
 	g := s.g
-	s.touched = make([]bool, s.nd)
-	s.isOutput = make([]bool, len(g.Tensors))
-	for _, o := range g.Outputs {
-		s.isOutput[o] = true
-	}
-	for op := range g.Ops {
-		seen := map[graph.TensorID]bool{}
-		for _, in := range g.Ops[op].Inputs {
-			if g.Tensors[in].Producer != graph.NoOp && !seen[in] {
-				seen[in] = true
-				s.pending[op]++
+	M := int32(s.M)
+	for t := range g.Tensors {
+		tid := graph.TensorID(t)
+		tn := &g.Tensors[t]
+		var devs []int
+		for _, c := range s.consumers[t] {
+			d := s.dev[c]
+			if !slices.Contains(devs, d) {
+				devs = append(devs, d)
+			}
+			switch {
+			case !s.perMB[c] && !s.perStep[t]:
+				for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
+					s.left[int(k)*s.nd+d]++
+				}
+			case s.perMB[c] && s.perStep[t]:
+				s.left[int(s.tensBase[t])*s.nd+d] += M
+			default:
+				for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
+					s.left[int(k)*s.nd+d]++
+				}
 			}
 		}
-		s.pending[op] += int32(len(distinctOps(g.Ops[op].ControlDeps)))
-	}
-	for tid := range g.Tensors {
-		tn := &g.Tensors[tid]
-		devs := s.countConsumers(graph.TensorID(tid))
 		if tn.Producer != graph.NoOp {
+			if s.accum[t] {
+				s.prodLeft[s.tensBase[t]] = M
+			} else {
+				for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
+					s.prodLeft[k] = 1
+				}
+			}
 			continue
 		}
 		// Parameters, constants and inputs start on their readers.
+		slices.Sort(devs)
 		for _, d := range devs {
-			s.alloc(0, d, tn.Bytes())
+			b := s.memBytes(tid, d)
+			s.alloc(0, d, b)
 			if tn.Kind.IsResident() {
-				s.res.ResidentMemory[d] += tn.Bytes()
+				s.res.ResidentMemory[d] += b
 			}
 		}
 	}
 	for op := range g.Ops {
-		if s.pending[op] == 0 {
-			s.makeReady(graph.OpID(op))
+		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
+			var n int32
+			for _, in := range s.inputs[op] {
+				if g.Tensors[in].Producer == graph.NoOp {
+					continue
+				}
+				if s.perMB[op] || s.perStep[in] {
+					n++
+				} else {
+					n += M
+				}
+			}
+			for _, d := range s.ctrl[op] {
+				if !s.perMB[op] && s.perMB[d] {
+					n += M
+				} else {
+					n++
+				}
+			}
+			if g.Ops[op].Phase == graph.Update && len(s.devBuckets[s.dev[op]]) > 0 {
+				n++ // DDP: the optimizer steps once every bucket is reduced
+			}
+			s.pending[k] = n
+			if n == 0 {
+				s.makeReady(k)
+			}
 		}
 	}
 }
 
-func (s *state) makeReady(op graph.OpID) {
-	d := s.dev[op]
-	s.ready[d].Push(op)
+func (s *state) makeReady(k int32) {
+	d := s.dev[s.taskOp[k]]
+	s.ready[d].Push(k)
 	s.touched[d] = true
 }
 
 func (s *state) run() error {
+	s.init()
 	s.startTouched(0)
 	for s.events.Len() > 0 {
 		now := s.events.Peek().time
 		for s.events.Len() > 0 && s.events.Peek().time == now {
 			e := s.events.Pop()
-			if e.op >= 0 {
-				s.opDone(e.op, now)
-			} else {
-				s.arrived(e.tensor, e.dev, now)
+			switch e.kind {
+			case evOpDone:
+				s.opDone(e.id, now)
+			case evArrived:
+				s.arrived(e.id, int(e.dev), now)
+			case evReduced:
+				s.reduced(e.id, now)
 			}
 		}
 		s.startTouched(now)
 	}
-	if s.done != len(s.g.Ops) {
-		return fmt.Errorf("simulation stalled after %d of %d ops: the graph has a cycle or a missing input", s.done, len(s.g.Ops))
+	if total := len(s.taskOp); s.done != total {
+		return fmt.Errorf("simulation stalled after %d of %d op runs: the graph has a cycle or a missing input, or the stages are not in order", s.done, total)
 	}
 	return nil
 }
@@ -268,80 +830,180 @@ func (s *state) startTouched(now float64) {
 			continue
 		}
 		s.touched[d] = false
-		if s.running[d] || s.ready[d].Len() == 0 {
+		if s.running[d] || s.ready[d].Len() == 0 || s.slot[s.ready[d].Peek()] > s.cur[d] {
 			continue
 		}
-		op := s.ready[d].Pop()
-		dur := s.t.OpTime(op, d)
+		k := s.ready[d].Pop()
+		op := graph.OpID(s.taskOp[k])
+		mb := int(k - s.taskBase[op])
+		dur := s.taskTime(op, d)
 		s.running[d] = true
-		s.res.Start[op] = now
+		if k == s.taskBase[op] {
+			s.res.Start[op] = now
+		}
 		s.res.End[op] = now + dur
 		s.res.Busy[d] += dur
-		s.alloc(now, d, s.t.OutputBytes(op)+s.t.TempBytes(op))
-		s.push(event{time: now + dur, op: op, tensor: -1, dev: d})
+		st := s.opStage[op]
+		sr := &s.res.Stages[st]
+		if s.perMB[op] {
+			if i := st*s.M + mb; !s.mbStarted[i] {
+				s.mbStarted[i] = true
+				s.live[st]++
+				sr.AliveMicroBatches = max(sr.AliveMicroBatches, s.live[st])
+			}
+		}
+		var bytes int64
+		for _, out := range s.g.Ops[op].Outputs {
+			if s.accum[out] {
+				inst := s.instance(out, mb)
+				if s.accAlloc[inst] {
+					continue
+				}
+				s.accAlloc[inst] = true
+			}
+			bytes += s.memBytes(out, d)
+		}
+		s.alloc(now, d, bytes+s.tempBytes(op, d))
+		s.push(event{time: now + dur, kind: evOpDone, id: k})
 	}
 }
 
-func (s *state) opDone(op graph.OpID, now float64) {
-	g, d := s.g, s.dev[op]
+func (s *state) tempBytes(op graph.OpID, d int) int64 {
+	b := s.t.TempBytes(op)
+	if s.perMB[op] && b > 0 {
+		return ceilDiv(b, int64(s.replicas[s.devStage[d]]*s.M))
+	}
+	return b
+}
+
+func (s *state) opDone(k int32, now float64) {
+	g := s.g
+	op := graph.OpID(s.taskOp[k])
+	mb := int(k - s.taskBase[op])
+	d := s.dev[op]
 	s.done++
 	s.running[d] = false
 	s.touched[d] = true
 	s.res.Step = max(s.res.Step, now)
-	s.alloc(now, d, -s.t.TempBytes(op))
+	s.alloc(now, d, -s.tempBytes(op, d))
+	s.remaining[d*s.nslots+int(s.slot[k])]--
+	s.advance(d)
+	if st := s.opStage[op]; s.perMB[op] {
+		i := st*s.M + mb
+		s.mbLeft[i]--
+		if s.mbLeft[i] == 0 {
+			s.live[st]--
+		}
+	}
 
 	for _, out := range g.Ops[op].Outputs {
-		tn := &g.Tensors[out]
-		bytes := tn.Bytes()
-		var devs []int
-		for _, c := range tn.Consumers {
-			if cd := s.dev[c]; !slices.Contains(devs, cd) {
-				devs = append(devs, cd)
-			}
-		}
-		slices.Sort(devs)
-		for _, cd := range devs {
-			if cd == d {
-				continue
-			}
-			res := s.channels(d, cd)
-			start := now
-			for _, r := range res {
-				start = max(start, s.free[r])
-			}
-			end := start + s.t.TensorTransfer(out, d, cd)
-			for _, r := range res {
-				s.free[r] = end
-			}
-			s.left[int(out)*s.nd+d]++ // the source copy lives until sent
-			s.alloc(start, cd, bytes)
-			s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: out, From: d, To: cd, Bytes: bytes, Start: start, End: end})
-			s.push(event{time: end, op: -1, tensor: out, dev: cd})
-		}
-		s.arrivedLocal(out, d, now)
-		s.maybeFree(out, d, now)
-	}
-	// Release what op read.
-	seen := map[graph.TensorID]bool{}
-	for _, in := range g.Ops[op].Inputs {
-		if seen[in] {
+		inst := s.instance(out, mb)
+		s.prodLeft[inst]--
+		if s.prodLeft[inst] > 0 {
 			continue
 		}
-		seen[in] = true
+		if b := s.bucketOf[inst]; b >= 0 {
+			s.left[int(inst)*s.nd+d]++ // held until reduced
+			s.buckets[b].left--
+			if s.buckets[b].left == 0 {
+				s.launchBuckets(d, now)
+			}
+			continue
+		}
+		s.final(inst, d, now)
+	}
+	// Release what the op read.
+	for _, in := range s.inputs[op] {
 		if g.Tensors[in].Kind.IsResident() {
 			continue
 		}
-		s.left[int(in)*s.nd+d]--
-		s.maybeFree(in, d, now)
+		if s.perMB[op] || s.perStep[in] {
+			s.release(s.instance(in, mb), d, now)
+			continue
+		}
+		for i := s.tensBase[in]; i < s.tensBase[in+1]; i++ {
+			s.release(i, d, now)
+		}
 	}
-	for _, succ := range s.adj.Succs(op) {
-		for _, c := range g.Ops[succ].ControlDeps {
-			if c == op {
-				s.satisfy(succ)
-				break
+	for _, succ := range s.ctrlSucc[op] {
+		switch {
+		case !s.perMB[succ]:
+			s.satisfy(s.taskBase[succ])
+		case s.perMB[op]:
+			s.satisfy(s.taskBase[succ] + int32(mb))
+		default:
+			for t := s.taskBase[succ]; t < s.taskBase[succ+1]; t++ {
+				s.satisfy(t)
 			}
 		}
 	}
+	s.devLeft[d]--
+	if s.devLeft[d] == 0 && s.synthetic[d] >= 0 {
+		s.launchBuckets(d, now)
+	}
+}
+
+func (s *state) release(inst int32, d int, now float64) {
+	s.left[int(inst)*s.nd+d]--
+	s.maybeFree(inst, d, now)
+}
+
+// final makes a finished instance on its producer's device available:
+// it is sent to every other device that reads it and handed to the
+// readers on d.
+func (s *state) final(inst int32, d int, now float64) {
+	t := graph.TensorID(s.instT[inst])
+	mb := int(inst - s.tensBase[t])
+	var devs []int
+	for _, c := range s.consumers[t] {
+		if cd := s.dev[c]; cd != d && !slices.Contains(devs, cd) {
+			devs = append(devs, cd)
+		}
+	}
+	slices.Sort(devs)
+	for _, cd := range devs {
+		bytes, dur := s.transfer(t, d, cd)
+		res := s.channels(d, cd)
+		start := now
+		for _, r := range res {
+			start = max(start, s.free[r])
+		}
+		end := start + dur
+		for _, r := range res {
+			s.free[r] = end
+		}
+		s.left[int(inst)*s.nd+d]++ // the source copy lives until sent
+		s.alloc(start, cd, s.memBytes(t, cd))
+		s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: t, MicroBatch: mb, From: d, To: cd, Bytes: bytes, Start: start, End: end})
+		if st := s.devStage[d]; st >= 0 {
+			s.res.Stages[st].Send += dur
+		}
+		s.push(event{time: end, kind: evArrived, id: inst, dev: int32(cd)})
+	}
+	s.arrivedLocal(inst, d)
+	s.maybeFree(inst, d, now)
+}
+
+// transfer is the bytes and time of moving tensor t's instance from a to
+// b: one replica pair's share of a micro-batch.
+func (s *state) transfer(t graph.TensorID, a, b int) (int64, float64) {
+	bytes := s.g.Tensors[t].Bytes()
+	if s.perStep[t] {
+		return bytes, s.t.TensorTransfer(t, a, b)
+	}
+	ra, rb := 1, 1
+	if st := s.devStage[a]; st >= 0 {
+		ra = s.replicas[st]
+	}
+	if st := s.devStage[b]; st >= 0 {
+		rb = s.replicas[st]
+	}
+	div := int64(s.M * min(ra, rb))
+	if div == 1 {
+		return bytes, s.t.TensorTransfer(t, a, b)
+	}
+	share := ceilDiv(bytes, div)
+	return share, s.c.TransferTime(a, b, share)
 }
 
 // channels lists the channels a transfer from device a to device b
@@ -351,56 +1013,133 @@ func (s *state) opDone(op graph.OpID, now float64) {
 // but each transfer finishes in request order.
 func (s *state) channels(a, b int) []int {
 	nd := s.nd
-	hosts := 2 * nd
+	hosts := 3 * nd
 	out := append(s.channelsBuf[:0], a, nd+b)
-	switch _, route := s.t.Cluster.Route(a, b); route {
+	switch _, route := s.c.Route(a, b); route {
 	case cluster.RouteIntraHost:
-		out = append(out, hosts+3*s.t.Cluster.Devices[a].Host)
+		out = append(out, hosts+3*s.c.Devices[a].Host)
 	case cluster.RouteNetwork:
-		out = append(out, hosts+3*s.t.Cluster.Devices[a].Host+1, hosts+3*s.t.Cluster.Devices[b].Host+2)
+		out = append(out, hosts+3*s.c.Devices[a].Host+1, hosts+3*s.c.Devices[b].Host+2)
 	}
 	return out
 }
 
-// arrivedLocal hands a tensor produced on dev to the consumers there.
-func (s *state) arrivedLocal(tid graph.TensorID, dev int, now float64) {
-	seen := map[graph.OpID]bool{}
-	for _, c := range s.g.Tensors[tid].Consumers {
-		if s.dev[c] == dev && !seen[c] {
-			seen[c] = true
-			s.satisfy(c)
+// launchBuckets starts device d's next all-reduce buckets, in order, as
+// long as each is complete and none is running.
+func (s *state) launchBuckets(d int, now float64) {
+	if s.inFlight[d] || s.nextBucket[d] >= len(s.devBuckets[d]) {
+		return
+	}
+	b := s.devBuckets[d][s.nextBucket[d]]
+	bk := &s.buckets[b]
+	if bk.left > 0 || (b == s.synthetic[d] && s.devLeft[d] > 0) {
+		return
+	}
+	// The collective stream, the device's send and receive channels, and
+	// the fabric or network cards its ring crosses.
+	res := append(s.channelsBuf[:0], 2*s.nd+d, d, s.nd+d)
+	hosts := 3 * s.nd
+	h := s.c.Devices[d].Host
+	for _, o := range bk.devices[1:] {
+		switch _, route := s.c.Route(d, o); route {
+		case cluster.RouteIntraHost:
+			if !slices.Contains(res, hosts+3*h) {
+				res = append(res, hosts+3*h)
+			}
+		case cluster.RouteNetwork:
+			if !slices.Contains(res, hosts+3*h+1) {
+				res = append(res, hosts+3*h+1, hosts+3*h+2)
+			}
+		}
+	}
+	start := now
+	for _, r := range res {
+		start = max(start, s.free[r])
+	}
+	end := start + AllReduceTime(s.c, bk.devices, bk.bytes)
+	for _, r := range res {
+		s.free[r] = end
+	}
+	s.inFlight[d] = true
+	s.res.Collectives = append(s.res.Collectives, Collective{Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end})
+	sr := &s.res.Stages[bk.stage]
+	sr.AllReduce += end - start
+	sr.AllReduceBytes += bk.bytes
+	s.push(event{time: end, kind: evReduced, id: b})
+}
+
+func (s *state) reduced(b int32, now float64) {
+	bk := &s.buckets[b]
+	d := bk.dev
+	s.res.Step = max(s.res.Step, now)
+	for _, inst := range bk.members {
+		s.left[int(inst)*s.nd+d]--
+		s.final(inst, d, now)
+	}
+	s.inFlight[d] = false
+	s.nextBucket[d]++
+	if s.nextBucket[d] == len(s.devBuckets[d]) {
+		for _, op := range s.updates[d] {
+			s.satisfy(s.taskBase[op])
+		}
+	}
+	s.launchBuckets(d, now)
+}
+
+// arrivedLocal hands an instance on dev to the readers there.
+func (s *state) arrivedLocal(inst int32, dev int) {
+	t := graph.TensorID(s.instT[inst])
+	mb := int(inst - s.tensBase[t])
+	for _, c := range s.consumers[t] {
+		if s.dev[c] != dev {
+			continue
+		}
+		switch {
+		case !s.perMB[c]:
+			s.satisfy(s.taskBase[c])
+		case s.perStep[t]:
+			for k := s.taskBase[c]; k < s.taskBase[c+1]; k++ {
+				s.satisfy(k)
+			}
+		default:
+			s.satisfy(s.taskBase[c] + int32(mb))
 		}
 	}
 }
 
-func (s *state) arrived(tid graph.TensorID, dev int, now float64) {
+func (s *state) arrived(inst int32, dev int, now float64) {
 	s.res.Step = max(s.res.Step, now)
-	src := s.dev[s.g.Tensors[tid].Producer]
-	s.left[int(tid)*s.nd+src]--
-	s.maybeFree(tid, src, now)
-	s.arrivedLocal(tid, dev, now)
+	t := s.instT[inst]
+	src := s.dev[s.g.Tensors[t].Producer]
+	s.release(inst, src, now)
+	s.arrivedLocal(inst, dev)
 }
 
-func (s *state) satisfy(op graph.OpID) {
-	s.pending[op]--
-	if s.pending[op] == 0 {
-		s.makeReady(op)
+func (s *state) satisfy(k int32) {
+	s.pending[k]--
+	if s.pending[k] == 0 {
+		s.makeReady(k)
 	}
 }
 
-// maybeFree releases a tensor's copy on dev once nothing there needs it.
-func (s *state) maybeFree(tid graph.TensorID, dev int, now float64) {
-	if s.left[int(tid)*s.nd+dev] != 0 {
+// maybeFree releases an instance's copy on dev once nothing there needs
+// it.
+func (s *state) maybeFree(inst int32, dev int, now float64) {
+	i := int(inst)*s.nd + dev
+	if s.left[i] != 0 {
 		return
 	}
-	s.left[int(tid)*s.nd+dev] = -1 // freed; never again
-	if s.isOutput[tid] && s.g.Tensors[tid].Producer != graph.NoOp && s.dev[s.g.Tensors[tid].Producer] == dev {
+	s.left[i] = -1 // freed; never again
+	t := graph.TensorID(s.instT[inst])
+	tn := &s.g.Tensors[t]
+	if s.isOutput[t] && tn.Producer != graph.NoOp && s.dev[tn.Producer] == dev {
 		return // graph outputs stay until the step ends
 	}
-	s.alloc(now, dev, -s.g.Tensors[tid].Bytes())
+	s.alloc(now, dev, -s.memBytes(t, dev))
 }
 
-func (s *state) finishMemory() {
+func (s *state) finish() {
+	res := s.res
 	slices.SortFunc(s.mem, func(a, b memEvent) int {
 		if a.time != b.time {
 			if a.time < b.time {
@@ -413,9 +1152,9 @@ func (s *state) finishMemory() {
 	cur := make([]int64, s.nd)
 	for _, m := range s.mem {
 		cur[m.dev] += m.delta
-		s.res.PeakMemory[m.dev] = max(s.res.PeakMemory[m.dev], cur[m.dev])
+		res.PeakMemory[m.dev] = max(res.PeakMemory[m.dev], cur[m.dev])
 	}
-	slices.SortStableFunc(s.res.Transfers, func(a, b Transfer) int {
+	slices.SortStableFunc(res.Transfers, func(a, b Transfer) int {
 		switch {
 		case a.Start < b.Start:
 			return -1
@@ -423,13 +1162,63 @@ func (s *state) finishMemory() {
 			return 1
 		case a.Tensor != b.Tensor:
 			return int(a.Tensor - b.Tensor)
+		case a.MicroBatch != b.MicroBatch:
+			return a.MicroBatch - b.MicroBatch
 		}
 		return a.To - b.To
 	})
-}
-
-func distinctOps(ids []graph.OpID) []graph.OpID {
-	out := slices.Clone(ids)
-	slices.Sort(out)
-	return slices.Compact(out)
+	slices.SortStableFunc(res.Collectives, func(a, b Collective) int {
+		switch {
+		case a.Start < b.Start:
+			return -1
+		case a.Start > b.Start:
+			return 1
+		}
+		return a.Devices[0] - b.Devices[0]
+	})
+	// Per-stage figures from the first replica's devices.
+	compute := make([]float64, s.nd)
+	update := make([]float64, s.nd)
+	for op := range s.g.Ops {
+		d := s.dev[op]
+		dur := s.taskTime(graph.OpID(op), d) * float64(s.tasksOf(graph.OpID(op)))
+		if s.perMB[op] {
+			compute[d] += dur
+		} else {
+			update[d] += dur
+		}
+	}
+	var busy float64
+	for st := range s.stages {
+		sr := &res.Stages[st]
+		sr.Start = math.Inf(1)
+		for _, d := range s.stages[st].Replicas[0] {
+			sr.Compute = max(sr.Compute, compute[d])
+			sr.Update = max(sr.Update, update[d])
+			sr.PeakMemory = max(sr.PeakMemory, res.PeakMemory[d])
+		}
+		busy += sr.Compute + sr.Update
+	}
+	for op := range s.g.Ops {
+		sr := &res.Stages[s.opStage[op]]
+		sr.Start = min(sr.Start, res.Start[op])
+		sr.End = max(sr.End, res.End[op])
+	}
+	for st := range res.Stages {
+		if math.IsInf(res.Stages[st].Start, 1) {
+			res.Stages[st].Start = 0
+		}
+	}
+	if len(s.stages) > 1 && res.Step > 0 {
+		res.Bubble = 1 - busy/(float64(len(s.stages))*res.Step)
+	}
+	// Replicas mirror their first replica's devices.
+	for _, st := range s.stages {
+		for _, rep := range st.Replicas[1:] {
+			for i, d := range rep {
+				f := st.Replicas[0][i]
+				res.PeakMemory[d], res.ResidentMemory[d], res.Busy[d] = res.PeakMemory[f], res.ResidentMemory[f], res.Busy[f]
+			}
+		}
+	}
 }

@@ -6,12 +6,14 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/strategy"
 )
 
 type compareFlags struct {
@@ -31,13 +33,16 @@ func newCompareCmd() *cobra.Command {
 	f := &compareFlags{}
 	cmd := &cobra.Command{
 		Use:   "compare MODEL --cluster FILE",
-		Short: "Run every placement strategy on a model and tabulate the results",
-		Long: `compare places MODEL on the cluster with every strategy (` + strings.Join(placer.Names(), ", ") + `),
-simulates each placement and prints one row per strategy: the predicted step,
-its gap to the lower bound, whether it fits, the peak memory of every device,
-the bytes crossing devices and the time the strategy took to place (solve
-times vary from run to run; everything else is deterministic). A strategy that
-fails is a row with its error. Exit 3 when no strategy fits.`,
+		Short: "Run every strategy on a model and tabulate the results",
+		Long: `compare plans MODEL on the cluster with every strategy of the plan space
+(` + strings.Join(strategy.Names(), ", ") + `),
+simulates each plan with the one simulator and prints one row per strategy: its
+family, the plan's shape (stages, replicas, micro-batches), the predicted step,
+the throughput, its gap to its family's lower bound, whether it fits, the peak
+memory of every device, the bytes crossing devices and all-reduced, and the
+time the strategy took (solve times vary from run to run; everything else is
+deterministic). A strategy that fails is a row with its error. Exit 3 when no
+strategy fits.`,
 		Example: `  opplace compare testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml
   opplace compare bert.onnx --cluster c.yaml --dim batch=16 --strategy m-etf --strategy heft -o json
   opplace compare model.onnx --cluster c.yaml --groups 60 --ilp-seconds 30`,
@@ -71,14 +76,9 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	}
 	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{
 		Options: pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
-			Mode: f.mode, Optimizer: f.optimizer},
+			Mode: f.mode, Optimizer: f.optimizer,
+			Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}},
 		Strategies: f.strategies,
-		New: func(name string) (placer.Placer, error) {
-			if name == "ilp" {
-				return &placer.ILP{Groups: f.groups, MaxSeconds: f.ilpSeconds}, nil
-			}
-			return placer.New(name)
-		},
 	})
 	if err != nil {
 		return err
@@ -97,13 +97,8 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 		writeComparison(out, c)
 	}
 	if _, err := c.Best(); err != nil {
-		// The first strategy's error says why, with exit code 3.
-		for _, o := range c.Outcomes() {
-			if o.Err != nil {
-				return o.Err
-			}
-		}
-		return err
+		// Every strategy's reason, with exit code 3 when memory is why.
+		return c.Failure()
 	}
 	return nil
 }
@@ -112,17 +107,17 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 func writeComparison(w io.Writer, c *pipeline.Comparison) {
 	fmt.Fprintf(w, "model:       %s, %s (%d ops; %s)\n", c.Model, c.Mode, c.Ops, c.Groups)
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
-	fmt.Fprintf(w, "lower bound: %.3f ms", c.LowerBoundMS)
+	fmt.Fprintf(w, "lower bound: %.3f ms (the work bound every plan pays)", c.LowerBoundMS)
 	for _, st := range c.Strategies {
-		if st.LowerBoundMS > 0 {
-			// Pipelines overlap micro-batches along the critical path.
-			fmt.Fprintf(w, " (pipeline rows: %.3f ms, the work bound)", st.LowerBoundMS)
+		if st.Family == strategy.FamilyPlacement && st.LowerBoundMS > c.LowerBoundMS {
+			// A placement runs the whole batch along the critical path.
+			fmt.Fprintf(w, "; placement rows: %.3f ms, with the critical path", st.LowerBoundMS)
 			break
 		}
 	}
 	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"strategy", "step ms", "gap", "fits"}
+	head := []string{"strategy", "family", "shape", "step ms", "samples/s", "gap", "fits"}
 	for _, d := range c.Devices {
 		head = append(head, d.Name+" peak")
 	}
@@ -130,9 +125,9 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	var notes []string
 	for _, s := range c.Strategies {
-		row := []string{s.Strategy}
+		row := []string{s.Strategy, s.Family, s.Shape}
 		if s.PeakMemoryBytes == nil {
-			row = append(row, "-", "-", "failed")
+			row = append(row, "-", "-", "-", "failed")
 			for range c.Devices {
 				row = append(row, "-")
 			}
@@ -142,7 +137,7 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 			if !s.Fits {
 				fits = "NO"
 			}
-			row = append(row, fmt.Sprintf("%.3f", s.PredictedStepMS), fmt.Sprintf("%+.1f%%", 100*s.Gap), fits)
+			row = append(row, fmt.Sprintf("%.3f", s.PredictedStepMS), fmt.Sprintf("%.1f", s.ThroughputSamplesPerS), fmt.Sprintf("%+.1f%%", 100*s.Gap), fits)
 			for _, b := range s.PeakMemoryBytes {
 				row = append(row, cluster.FormatBytes(b))
 			}

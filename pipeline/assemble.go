@@ -1,0 +1,321 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/partition"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/strategy"
+)
+
+// assemble writes the kept plan and its simulated step into the plan
+// document: devices, ops, transfers, all-reduces, stages and, for auto,
+// every candidate and why it lost.
+func assemble(_ context.Context, r *run) error {
+	g, c, res, pl := r.model.Graph, r.cluster, r.sim, r.placed
+	o := r.outcomes[r.chosen]
+	p := &plan.Plan{
+		Model:           r.opts.ModelPath,
+		Cluster:         c.Name,
+		Strategy:        r.strategy,
+		Family:          o.Family,
+		Mode:            r.opts.Mode,
+		PredictedStepMS: plan.MS(res.Step),
+		LowerBoundMS:    plan.MS(r.bound.Seconds()),
+		LowerBoundKind:  r.boundKind,
+		Batch:           r.problem.Batch,
+		Fits:            r.problem.Fits(res),
+		MicroBatches:    res.MicroBatches,
+		Warnings:        slices.Clone(r.model.Warnings),
+	}
+	if o.Estimate > 0 {
+		p.EstimatedStepMS = plan.MS(o.Estimate)
+	}
+	p.ThroughputSamplesPerS = throughput(r.problem.Batch, res.Step)
+	if lb := r.bound.Seconds(); lb > 0 {
+		p.Gap = plan.Fraction(res.Step/lb - 1)
+	}
+	p.Candidates = candidates(r)
+	opsOn := make([]int, len(c.Devices))
+	for _, d := range pl.Device {
+		opsOn[d]++
+	}
+	for i, d := range c.Devices {
+		p.Devices = append(p.Devices, plan.Device{
+			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
+			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
+			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i],
+		})
+	}
+	for _, id := range r.problem.Order {
+		op := &g.Ops[id]
+		p.Ops = append(p.Ops, plan.Op{
+			Name: op.Name, Type: op.Type, Phase: op.Phase.String(), Device: c.Devices[pl.Device[id]].Name,
+			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]),
+		})
+	}
+	p.Transfers = make([]plan.Transfer, 0, len(res.Transfers))
+	for _, t := range res.Transfers {
+		p.CrossDeviceBytes += t.Bytes
+		p.Transfers = append(p.Transfers, plan.Transfer{
+			Tensor: g.Tensors[t.Tensor].Name, MicroBatch: t.MicroBatch, From: c.Devices[t.From].Name, To: c.Devices[t.To].Name,
+			Bytes: t.Bytes, StartMS: plan.MS(t.Start), EndMS: plan.MS(t.End),
+		})
+	}
+	for _, a := range res.Collectives {
+		p.AllReduces = append(p.AllReduces, plan.AllReduce{Stage: a.Stage, Devices: deviceNames(r, a.Devices),
+			Bytes: a.Bytes, StartMS: plan.MS(a.Start), EndMS: plan.MS(a.End)})
+	}
+	r.plan = p
+	if err := expandFusion(r); err != nil {
+		return err
+	}
+	addStages(r, o.Pipeline)
+	return nil
+}
+
+// throughput is samples per second at a step of the given seconds.
+func throughput(batch int64, step float64) float64 {
+	if batch <= 0 || step <= 0 {
+		return 0
+	}
+	return math.Round(float64(batch)/step*1e3) / 1e3
+}
+
+func deviceNames(r *run, devs []int) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = r.cluster.Devices[d].Name
+	}
+	return out
+}
+
+// shape summarises a plan: "1 stage x 8 replicas", "4 stages (2,2,2,2
+// replicas)", with the micro-batches when more than one.
+func shape(p *sim.Plan, res *sim.Result) string {
+	if p == nil {
+		return ""
+	}
+	S := p.NumStages()
+	reps := make([]string, S)
+	same := true
+	for i := 0; i < S; i++ {
+		r := 1
+		if p.Stages != nil {
+			r = len(p.Stages[i].Replicas)
+		}
+		reps[i] = fmt.Sprint(r)
+		same = same && reps[i] == reps[0]
+	}
+	devs := 0
+	for _, d := range p.Device {
+		devs = max(devs, d+1)
+	}
+	var b strings.Builder
+	switch {
+	case S == 1:
+		group := 0
+		if p.Stages != nil {
+			group = len(p.Stages[0].Replicas[0])
+		} else {
+			used := map[int]bool{}
+			for _, d := range p.Device {
+				used[d] = true
+			}
+			group = len(used)
+		}
+		fmt.Fprintf(&b, "1 stage of %d device(s) x %s replica(s)", group, reps[0])
+	case same:
+		fmt.Fprintf(&b, "%d stages x %s replica(s)", S, reps[0])
+	default:
+		fmt.Fprintf(&b, "%d stages (%s replicas)", S, strings.Join(reps, ","))
+	}
+	if m := res.MicroBatches; m > 1 {
+		fmt.Fprintf(&b, ", %d micro-batches", m)
+	}
+	return b.String()
+}
+
+// candidates lists every strategy tried, best first, with why each lost.
+func candidates(r *run) []plan.Candidate {
+	if len(r.outcomes) < 2 {
+		return nil
+	}
+	best := r.outcomes[r.chosen]
+	var out []plan.Candidate
+	for i, o := range r.outcomes {
+		c := plan.Candidate{Strategy: o.Strategy, Family: o.Family, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds())}
+		if o.Sim != nil {
+			c.PredictedStepMS = plan.MS(o.Sim.Step)
+			c.ThroughputSamplesPerS = throughput(r.problem.Batch, o.Sim.Step)
+			c.PeakMemoryBytes = slices.Max(o.Sim.PeakMemory)
+			c.Shape = shape(o.Plan, o.Sim)
+		}
+		switch {
+		case i == r.chosen:
+		case o.Pruned != "":
+			c.Why = "pruned: " + o.Pruned
+		case o.Err != nil && errors.Is(o.Err, strategy.ErrNotApplicable):
+			c.Why = "not applicable"
+			c.Error = o.Err.Error()
+		case o.Sim != nil && !o.Fits:
+			c.Why = "does not fit"
+			c.Error = o.Err.Error()
+		case o.Err != nil:
+			c.Why = "failed"
+			c.Error = o.Err.Error()
+		default:
+			c.Why = fmt.Sprintf("%.1f%% slower", 100*(o.Sim.Step/best.Sim.Step-1))
+		}
+		out = append(out, c)
+	}
+	slices.SortStableFunc(out, func(a, b plan.Candidate) int {
+		ra, rb := candidateRank(a), candidateRank(b)
+		if ra != rb {
+			return ra - rb
+		}
+		switch {
+		case a.PredictedStepMS < b.PredictedStepMS:
+			return -1
+		case a.PredictedStepMS > b.PredictedStepMS:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// candidateRank orders fitting plans first, then ones that do not fit,
+// then failures, then strategies pruned or not applicable.
+func candidateRank(c plan.Candidate) int {
+	switch {
+	case strings.HasPrefix(c.Why, "pruned") || c.Why == "not applicable":
+		return 3
+	case c.Error != "" && c.PredictedStepMS == 0:
+		return 2
+	case !c.Fits:
+		return 1
+	}
+	return 0
+}
+
+// addStages writes the plan's stages, once its ops are the original ones
+// again (after fusion expanded them): one stage for a placement or a
+// data-parallel plan, one per pipeline stage otherwise, each with its
+// split points and its share of the simulated step.
+func addStages(r *run, pp *partition.Plan) {
+	p, pl, res, g := r.plan, r.placed, r.sim, r.model.Graph
+	S, M := pl.NumStages(), res.MicroBatches
+	if S > 1 || M > 1 {
+		p.Schedule = string(pl.Schedule)
+		if p.Schedule == "" {
+			p.Schedule = string(sim.OneFOneB)
+		}
+	}
+	if S > 1 {
+		p.BubbleFraction = math.Round(res.Bubble*1e9) / 1e9
+	}
+	if pp != nil {
+		p.Warnings = append(p.Warnings, pp.Warnings...)
+	}
+	stageOf := func(op graph.OpID) int {
+		if pl.OpStage == nil {
+			return 0
+		}
+		return pl.OpStage[op]
+	}
+	used := make([]bool, len(r.cluster.Devices))
+	for _, d := range pl.Device {
+		used[d] = true
+	}
+	for i := 0; i < S; i++ {
+		var reps [][]int
+		if pl.Stages != nil {
+			reps = pl.Stages[i].Replicas
+		} else {
+			var devs []int
+			for d, u := range used {
+				if u {
+					devs = append(devs, d)
+				}
+			}
+			reps = [][]int{devs}
+		}
+		sr := res.Stages[i]
+		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches,
+			PeakMemoryBytes: sr.PeakMemory, AllReduceMS: plan.MS(sr.AllReduce), AllReduceBytes: sr.AllReduceBytes,
+			StartMS: plan.MS(sr.Start), EndMS: plan.MS(sr.End)}
+		var types []string
+		for _, rep := range reps {
+			names := deviceNames(r, rep)
+			st.Devices = append(st.Devices, names...)
+			if len(rep) > 1 {
+				st.ReplicaDevices = append(st.ReplicaDevices, names)
+			}
+			for _, d := range rep {
+				if t := r.cluster.Devices[d].Type.Name; !slices.Contains(types, t) {
+					types = append(types, t)
+				}
+			}
+		}
+		st.DeviceType = strings.Join(types, ",")
+		fm := float64(M)
+		compute, comm, sync := sr.Compute/fm, sr.Send/fm, (sr.AllReduce+sr.Update)/fm
+		st.ComputeMS, st.CommMS, st.SyncMS = plan.MS(compute), plan.MS(comm), plan.MS(sync)
+		st.TimeMS = plan.MS(compute + comm + sync)
+		p.BottleneckMS = max(p.BottleneckMS, st.TimeMS)
+		p.Replicas = max(p.Replicas, st.Replicas)
+		p.Stages = append(p.Stages, st)
+	}
+	// Bytes each stage sends to later stages, per step.
+	devStage := make([]int, len(r.cluster.Devices))
+	for d := range devStage {
+		devStage[d] = -1
+	}
+	for i := range pl.Stages {
+		for _, rep := range pl.Stages[i].Replicas {
+			for _, d := range rep {
+				devStage[d] = i
+			}
+		}
+	}
+	if pl.Stages == nil {
+		for d, u := range used {
+			if u {
+				devStage[d] = 0
+			}
+		}
+	}
+	for _, t := range res.Transfers {
+		if from, to := devStage[t.From], devStage[t.To]; from >= 0 && to > from {
+			p.Stages[from].SendBytes += t.Bytes
+		}
+	}
+	forward := make([][]string, S)
+	for _, op := range p.Ops {
+		id, _ := g.OpByName(op.Name)
+		s := stageOf(id)
+		st := &p.Stages[s]
+		st.Ops = append(st.Ops, op.Name)
+		if op.Phase == graph.Forward.String() {
+			forward[s] = append(forward[s], op.Name)
+		}
+	}
+	for i, names := range forward {
+		if len(names) == 0 {
+			names = p.Stages[i].Ops
+		}
+		if len(names) > 0 {
+			st := &p.Stages[i]
+			st.FirstOp, st.LastOp = names[0], names[len(names)-1]
+			st.ModulePrefix = partition.ModulePrefix(names)
+		}
+	}
+}

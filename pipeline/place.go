@@ -1,0 +1,150 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/partition"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/strategy"
+)
+
+// PipelineStrategy is shorthand for the default partitioner's strategy,
+// strategy.PipelinePrefix + strategy.DefaultPartitioner.
+const PipelineStrategy = "pipeline"
+
+// resolveStrategy expands the "pipeline" shorthand and checks the name.
+func resolveStrategy(name string) (string, error) {
+	if name == PipelineStrategy {
+		name = strategy.PipelinePrefix + strategy.DefaultPartitioner
+	}
+	if name != Auto && !slices.Contains(strategy.Names(), name) {
+		return "", &InputError{fmt.Errorf("unknown strategy %q: use auto, pipeline or one of %v", name, strategy.Names())}
+	}
+	return name, nil
+}
+
+// ParseMicroBatches reads a micro-batch count: a positive count, or
+// "auto" (0) for the best count under memory.
+func ParseMicroBatches(s string) (int, error) {
+	if s == "" || s == "auto" {
+		return 0, nil
+	}
+	m, err := strconv.Atoi(s)
+	if err != nil || m <= 0 {
+		return 0, fmt.Errorf("micro-batches %q: want a positive count or auto", s)
+	}
+	return m, nil
+}
+
+// batchSize is the leading dimension of the graph's first shaped input:
+// the batch a step splits into micro-batches and replicas, or 0 when it
+// is unknown.
+func batchSize(g *graph.Graph) int64 {
+	for _, in := range g.Inputs {
+		if t := &g.Tensors[in]; t.ShapeKnown && len(t.Shape) > 0 {
+			return t.Shape[0]
+		}
+	}
+	return 0
+}
+
+// config is the strategies' configuration with the pipeline options of
+// Options applied.
+func (r *run) config() (strategy.Config, error) {
+	cfg := r.opts.Strategies
+	po := &cfg.Pipeline
+	if r.opts.Schedule != "" {
+		po.Schedule = partition.Schedule(r.opts.Schedule)
+	}
+	if r.opts.Objective != "" {
+		po.Objective = partition.Objective(r.opts.Objective)
+	}
+	if r.opts.MicroBatches > 0 {
+		po.MicroBatches = r.opts.MicroBatches
+	}
+	if batch := r.problem.Batch; po.MicroBatches > 0 && batch > 0 && int64(po.MicroBatches) > batch {
+		return cfg, &InputError{fmt.Errorf("%d micro-batches: the batch is %d, so a micro-batch would hold less than one sample", po.MicroBatches, batch)}
+	}
+	if _, err := partition.NewProblem(r.problem.Costs, partition.Options{Schedule: po.Schedule, Objective: po.Objective, MicroBatches: po.MicroBatches}); err != nil {
+		return cfg, &InputError{err}
+	}
+	return cfg, nil
+}
+
+// place runs the chosen strategy, or for Auto the search over the whole
+// plan space, and keeps the fitting plan with the shortest simulated step.
+func place(ctx context.Context, r *run) error {
+	name, err := resolveStrategy(r.opts.Strategy)
+	if err != nil {
+		return err
+	}
+	cfg, err := r.config()
+	if err != nil {
+		return err
+	}
+	if name == Auto {
+		outs, best, err := strategy.Search(ctx, r.problem, cfg, nil)
+		r.outcomes = outs
+		if err != nil {
+			return err
+		}
+		r.keep(best, Auto+":"+outs[best].Strategy)
+		return nil
+	}
+	s, err := strategy.New(name, cfg)
+	if err != nil {
+		return &InputError{err}
+	}
+	o := strategy.Evaluate(ctx, r.problem, name, s)
+	r.outcomes = []strategy.Outcome{o}
+	if o.Err != nil {
+		if errors.Is(o.Err, strategy.ErrNotApplicable) {
+			return &InputError{o.Err}
+		}
+		var inf *placer.InfeasibleError
+		if errors.As(o.Err, &inf) || o.Sim == nil {
+			return withAlternatives(ctx, r, cfg, name, strategy.Infeasible(r.problem, o.Err))
+		}
+		return o.Err
+	}
+	r.keep(0, name)
+	return nil
+}
+
+// withAlternatives adds to an asked strategy's memory failure the
+// strategies that do fit, so exit code 3 never hides a plan that exists.
+func withAlternatives(ctx context.Context, r *run, cfg strategy.Config, asked string, err error) error {
+	var inf *placer.InfeasibleError
+	if !errors.As(err, &inf) {
+		return err
+	}
+	var fit []string
+	for _, name := range strategy.AutoStrategies {
+		if name == asked {
+			continue
+		}
+		s, e := strategy.New(name, cfg)
+		if e != nil {
+			continue
+		}
+		if o := strategy.Evaluate(ctx, r.problem, name, s); o.Err == nil && o.Fits {
+			fit = append(fit, name)
+		}
+	}
+	if len(fit) > 0 {
+		c := *inf
+		c.Detail += fmt.Sprintf("; %s found no plan that fits, but %v do: try --strategy %s or auto", asked, fit, fit[0])
+		return &c
+	}
+	return err
+}
+
+func (r *run) keep(i int, name string) {
+	o := r.outcomes[i]
+	r.chosen, r.strategy, r.placed, r.sim = i, name, o.Plan, o.Sim
+}

@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/opplace/opplace/graph"
+)
+
+// Placement assigns every op to a device and, optionally, an order.
+type Placement struct {
+	// Device is the device index of each op (in a replicated stage: the
+	// device of the stage's first replica that runs it).
+	Device []int
+	// Priority orders the ready ops of one device: the lowest value runs
+	// first. Nil means the position in the topological order.
+	Priority []int32
+}
+
+// Schedule names the order in which a pipeline stage runs the forward and
+// backward passes of its micro-batches.
+type Schedule string
+
+const (
+	// OneFOneB is PipeDream-Flush: after min(stages-i-1, M) warm-up
+	// forwards, stage i alternates one forward and one backward, so it
+	// keeps at most min(M, stages-i) micro-batches of activations alive.
+	OneFOneB Schedule = "1f1b"
+	// GPipe runs every forward, then every backward.
+	GPipe Schedule = "gpipe"
+)
+
+// DefaultBucketBytes is the gradient bucket of PyTorch DDP (bucket_cap_mb
+// = 25): gradients are all-reduced in buckets of about this size, each as
+// soon as every gradient in it is ready, overlapping the backward pass.
+const DefaultBucketBytes = 25 << 20
+
+// Stage is a group of devices running a contiguous piece of the graph,
+// replicated for data parallelism.
+type Stage struct {
+	// Replicas[k] lists the devices of replica k. Replicas[0] are the
+	// devices the placement names; Replicas[k][i] runs, on its share of
+	// every micro-batch, what Replicas[0][i] runs. All replicas have as
+	// many devices as the first.
+	Replicas [][]int
+}
+
+// Plan is one point of opplace's plan space, the only thing the simulator
+// runs: the graph cut into stages (S >= 1), each stage on a device group
+// replicated r >= 1 times (data parallel over replicas), ops placed on the
+// devices of their stage's group, and the step split into micro-batches
+// run in a pipeline schedule. The families users know are points of it:
+// operator placement (one stage, one replica, one micro-batch), data
+// parallelism (one stage of one device replicated N times), pipelines
+// (one device per stage) and hybrids.
+type Plan struct {
+	Placement
+	// OpStage is the stage of every op; nil puts every op in stage 0.
+	OpStage []int
+	// Stages describes each stage's devices; nil means one stage whose
+	// only replica is the set of devices the placement uses.
+	Stages []Stage
+	// MicroBatches splits the step; 0 or 1 runs the whole batch at once.
+	MicroBatches int
+	// Schedule orders micro-batches in each stage; "" means OneFOneB.
+	Schedule Schedule
+	// BucketBytes is the gradient all-reduce bucket; 0 means
+	// DefaultBucketBytes.
+	BucketBytes int64
+}
+
+// NumStages is the number of stages the plan has.
+func (p *Plan) NumStages() int { return max(1, len(p.Stages)) }
+
+// microBatches is the plan's micro-batch count, at least 1.
+func (p *Plan) microBatches() int { return max(1, p.MicroBatches) }
+
+// normalise validates p against a graph of n ops on nd devices and
+// returns the stage of every op and every stage's replicas, filling the
+// defaults.
+func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
+	n := len(g.Ops)
+	if len(p.Device) != n {
+		return nil, nil, fmt.Errorf("placement covers %d ops, the graph has %d", len(p.Device), n)
+	}
+	if p.Priority != nil && len(p.Priority) != n {
+		return nil, nil, fmt.Errorf("placement ranks %d ops, the graph has %d", len(p.Priority), n)
+	}
+	for op, d := range p.Device {
+		if d < 0 || d >= nd {
+			return nil, nil, fmt.Errorf("op %q is placed on device %d; the cluster has %d", g.Ops[op].Name, d, nd)
+		}
+	}
+	switch p.Schedule {
+	case "", OneFOneB, GPipe:
+	default:
+		return nil, nil, fmt.Errorf("unknown pipeline schedule %q (use 1f1b or gpipe)", p.Schedule)
+	}
+	if p.MicroBatches < 0 {
+		return nil, nil, fmt.Errorf("micro-batches must be positive, got %d", p.MicroBatches)
+	}
+	opStage := p.OpStage
+	if opStage == nil {
+		opStage = make([]int, n)
+	} else if len(opStage) != n {
+		return nil, nil, fmt.Errorf("stage assignment covers %d ops, the graph has %d", len(opStage), n)
+	}
+	stages := p.Stages
+	if stages == nil {
+		used := make([]bool, nd)
+		for _, d := range p.Device {
+			used[d] = true
+		}
+		var devs []int
+		for d, u := range used {
+			if u {
+				devs = append(devs, d)
+			}
+		}
+		stages = []Stage{{Replicas: [][]int{devs}}}
+	}
+	owner := make([]int, nd) // stage+1 owning each device
+	for s, st := range stages {
+		if len(st.Replicas) == 0 {
+			return nil, nil, fmt.Errorf("stage %d has no replicas", s)
+		}
+		for k, rep := range st.Replicas {
+			if len(rep) != len(st.Replicas[0]) {
+				return nil, nil, fmt.Errorf("stage %d: replica %d has %d devices, replica 0 has %d", s, k, len(rep), len(st.Replicas[0]))
+			}
+			for _, d := range rep {
+				if d < 0 || d >= nd {
+					return nil, nil, fmt.Errorf("stage %d names device %d; the cluster has %d", s, d, nd)
+				}
+				if owner[d] != 0 {
+					return nil, nil, fmt.Errorf("device %d is in two replicas or stages", d)
+				}
+				owner[d] = s + 1
+			}
+		}
+	}
+	for op, s := range opStage {
+		if s < 0 || s >= len(stages) {
+			return nil, nil, fmt.Errorf("op %q is in stage %d; the plan has %d", g.Ops[op].Name, s, len(stages))
+		}
+		if !slices.Contains(stages[s].Replicas[0], p.Device[op]) {
+			return nil, nil, fmt.Errorf("op %q is in stage %d but placed on device %d, outside the stage's first replica", g.Ops[op].Name, s, p.Device[op])
+		}
+	}
+	return opStage, stages, nil
+}

@@ -1,0 +1,59 @@
+package strategy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opplace/opplace/sim"
+)
+
+func init() {
+	Register("dp", FamilyDataParallel, "data parallelism: the whole model on each of r devices of one type, each on 1/r of the batch, gradients all-reduced in DDP buckets during the backward pass; gradient accumulation (micro-batches) when a replica's activations do not fit", func(Config) Strategy { return dataParallel{} })
+}
+
+type dataParallel struct{}
+
+// Propose offers, for each class of interchangeable devices that runs
+// every op, the model replicated on all of them, then on halves of them
+// (fewer replicas communicate less), each with 1, 2, 4 ... micro-batches
+// of gradient accumulation up to what the batch allows: the judge keeps
+// the fastest that fits.
+func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
+	var out []Proposal
+	for _, cl := range classes(p.Costs.Cluster) {
+		if len(cl) < 2 || !canRunAll(p.Costs, cl[0]) {
+			continue
+		}
+		for r := len(cl); r >= 2; r /= 2 {
+			if p.Batch > 0 && int64(r) > p.Batch {
+				continue
+			}
+			for m := 1; m <= 8; m *= 2 {
+				if p.Batch > 0 && int64(r*m) > p.Batch {
+					break
+				}
+				out = append(out, Proposal{Plan: replicate(p, cl[:r], m)})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("dp: %w: no two devices of one type run every op", ErrNotApplicable)
+	}
+	return out, nil
+}
+
+// replicate is the plan running every op on devs[0], replicated on each
+// of devs, with m micro-batches of gradient accumulation.
+func replicate(p *Problem, devs []int, m int) *sim.Plan {
+	n := len(p.Graph.Ops)
+	pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, n)}, MicroBatches: m}
+	for i := range pl.Device {
+		pl.Device[i] = devs[0]
+	}
+	st := sim.Stage{}
+	for _, d := range devs {
+		st.Replicas = append(st.Replicas, []int{d})
+	}
+	pl.Stages = []sim.Stage{st}
+	return pl
+}

@@ -1,0 +1,251 @@
+// Package strategy is opplace's plan space: every way of running a step
+// on a cluster (operator placement, data parallelism, pipelines, their
+// hybrids) is a Strategy that proposes sim.Plans, registered by name, and
+// every proposal is scored by one judge, the simulator. Auto searches the
+// whole space and keeps the fastest plan that fits.
+//
+// Placers (package placer) and pipeline partitioners (package partition)
+// are algorithms; this package turns each into a strategy, so adding a
+// placer or a partitioner is still adding one file, and adding a family
+// of plans is adding one file here.
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/registry"
+	"github.com/opplace/opplace/partition"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
+)
+
+// Families of strategies, as listed in comparisons.
+const (
+	FamilyPlacement    = "placement"
+	FamilyDataParallel = "data-parallel"
+	FamilyPipeline     = "pipeline"
+	FamilyHybrid       = "hybrid"
+)
+
+// Config configures the strategies that take options.
+type Config struct {
+	// Pipeline tunes the partitioners: schedule, objective, micro-batches
+	// and exact's limits.
+	Pipeline partition.Options
+	// Placer configures placers that take options (ilp).
+	Placer placer.Config
+}
+
+// Problem is what every strategy receives: the graph, its order, its
+// costs on the cluster and the batch a step processes.
+type Problem struct {
+	*placer.Problem
+	// Batch is the global batch of one step (the graph inputs' leading
+	// dimension), or 0 when unknown; micro-batches and replicas split it.
+	Batch int64
+	// Bound is the lower bound of any plan of the space: the work spread
+	// perfectly over the cluster (see cost.LowerBound).
+	Bound cost.Bound
+}
+
+// NewProblem wraps a placement problem with the step's batch.
+func NewProblem(p *placer.Problem, batch int64) *Problem {
+	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order)}
+}
+
+// Proposal is one plan a strategy puts to the judge.
+type Proposal struct {
+	Plan *sim.Plan
+	// Estimate is the strategy's own prediction of the step in seconds
+	// (a partitioner's analytic model), or 0 when it has none.
+	Estimate float64
+	// Pipeline is the partition behind a pipeline plan.
+	Pipeline *partition.Plan
+	// Devices, when set, are the devices a hybrid's inner placement ran on.
+	Notes []string
+}
+
+// Strategy proposes plans for a problem. It returns its proposals, best
+// first by its own reckoning; the judge simulates each and keeps the
+// fastest that fits. A strategy that finds no plan returns an error: an
+// *placer.InfeasibleError or *partition.InfeasibleError when nothing it
+// tried fits in memory.
+type Strategy interface {
+	Propose(ctx context.Context, p *Problem) ([]Proposal, error)
+}
+
+// Factory makes a strategy from its configuration.
+type Factory func(Config) Strategy
+
+type entry struct {
+	family  string
+	factory Factory
+}
+
+var strategies = registry.New[entry]("strategy")
+
+// Register adds a strategy under name in a family; a duplicate name
+// panics (a programming error caught at init).
+func Register(name, family, summary string, f Factory) {
+	strategies.Register(name, summary, func() entry { return entry{family, f} })
+}
+
+// New makes the strategy registered under name.
+func New(name string, cfg Config) (Strategy, error) {
+	e, err := strategies.New(name)
+	if err != nil {
+		return nil, err
+	}
+	return e.factory(cfg), nil
+}
+
+// Names lists every registered strategy, sorted.
+func Names() []string { return strategies.Names() }
+
+// Summary is the one-line description a strategy registered with.
+func Summary(name string) string { return strategies.Summary(name) }
+
+// Family is the family a strategy belongs to, or "" for an unknown name.
+func Family(name string) string {
+	e, err := strategies.New(name)
+	if err != nil {
+		return ""
+	}
+	return e.family
+}
+
+// Outcome is one strategy's judged result on a problem.
+type Outcome struct {
+	Strategy string
+	Family   string
+	// Plan is the proposal the judge kept and Sim its simulated step; nil
+	// when the strategy failed.
+	Plan *sim.Plan
+	Sim  *sim.Result
+	Fits bool
+	// Err is why the strategy failed or, for a plan that overflows a
+	// device, an *placer.InfeasibleError saying where.
+	Err error
+	// Solve is the strategy's own time plus the judge's (not
+	// deterministic).
+	Solve time.Duration
+	// Estimate is the strategy's own prediction of the kept plan's step
+	// in seconds, 0 when it has none.
+	Estimate float64
+	Notes    []string
+	Pipeline *partition.Plan
+	// Pruned is set when auto skipped the strategy because a bound proved
+	// it cannot beat the best plan found before it.
+	Pruned string
+}
+
+// Evaluate runs a strategy and judges its proposals.
+func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome {
+	o := Outcome{Strategy: name, Family: Family(name)}
+	begin := time.Now()
+	defer func() { o.Solve = time.Since(begin) }()
+	props, err := s.Propose(ctx, p)
+	if n, ok := s.(placer.Noter); ok {
+		o.Notes = append(o.Notes, n.Notes()...)
+	}
+	if err != nil {
+		o.Err = err
+		o.Solve = time.Since(begin)
+		return o
+	}
+	o = judge(p, o, props)
+	o.Solve = time.Since(begin)
+	return o
+}
+
+// judge simulates every proposal and keeps the fastest that fits, else
+// the first, with an error saying where it overflows.
+func judge(p *Problem, o Outcome, props []Proposal) Outcome {
+	var overflowing *Outcome
+	for _, pr := range props {
+		res, err := sim.Run(p.Costs, p.Adj, p.Order, pr.Plan)
+		if err != nil {
+			if o.Sim == nil && overflowing == nil {
+				o.Err = err
+			}
+			continue
+		}
+		c := o
+		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, nil
+		c.Notes = append(slices.Clone(o.Notes), pr.Notes...)
+		c.Fits = p.Fits(res)
+		if !c.Fits {
+			if overflowing == nil || res.Step < overflowing.Sim.Step {
+				c.Err = Overflow(p.Problem, name(o), res)
+				overflowing = &c
+			}
+			continue
+		}
+		if o.Sim == nil || !o.Fits || res.Step < o.Sim.Step {
+			o = c
+		}
+	}
+	if o.Sim == nil && overflowing != nil {
+		return *overflowing
+	}
+	return o
+}
+
+func name(o Outcome) string { return o.Strategy }
+
+// Overflow explains a plan whose simulated peak exceeds a device.
+func Overflow(p *placer.Problem, strategy string, res *sim.Result) error {
+	worst, over := -1, int64(math.MinInt64)
+	for d, peak := range res.PeakMemory {
+		if o := peak - p.Costs.Cluster.Devices[d].Memory; o > over {
+			worst, over = d, o
+		}
+	}
+	d := p.Costs.Cluster.Devices[worst]
+	return placer.Infeasible(p, fmt.Sprintf("%s's plan peaks at %s on %s, which holds %s",
+		strategy, cluster.FormatBytes(res.PeakMemory[worst]), d.Name, cluster.FormatBytes(d.Memory)))
+}
+
+// ErrNotApplicable marks a strategy that has nothing to propose for a
+// problem (data parallelism on a cluster with one device of each type).
+var ErrNotApplicable = errors.New("not applicable")
+
+// classes groups the cluster's devices into interchangeable classes (one
+// type, one memory size), each ordered by host then index, classes in
+// order of their first device.
+func classes(c *cluster.Cluster) [][]int {
+	var out [][]int
+	for d := range c.Devices {
+		k := slices.IndexFunc(out, func(cl []int) bool {
+			e := &c.Devices[cl[0]]
+			return e.Type == c.Devices[d].Type && e.Memory == c.Devices[d].Memory
+		})
+		if k < 0 {
+			out = append(out, nil)
+			k = len(out) - 1
+		}
+		out[k] = append(out[k], d)
+	}
+	for _, cl := range out {
+		slices.SortStableFunc(cl, func(a, b int) int { return c.Devices[a].Host - c.Devices[b].Host })
+	}
+	return out
+}
+
+// canRunAll reports whether device d's type runs every op of the graph.
+func canRunAll(t *cost.Table, d int) bool {
+	for op := range t.Graph.Ops {
+		if !t.CanRun(graph.OpID(op), d) {
+			return false
+		}
+	}
+	return true
+}
