@@ -99,11 +99,11 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // run carries state from one stage to the next.
 type run struct {
-	opts     Options
-	model    *Model
-	cluster  *cluster.Cluster
-	problem  *strategy.Problem
-	bound    cost.Bound
+	opts    Options
+	model   *Model
+	cluster *cluster.Cluster
+	problem *strategy.Problem
+	bound   cost.Bound
 	// boundKind names the part of the bound that binds.
 	boundKind string
 	strategy  string
@@ -319,4 +319,3 @@ func lowerBound(_ context.Context, r *run) error {
 	}
 	return nil
 }
-

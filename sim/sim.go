@@ -223,10 +223,10 @@ type state struct {
 	tensBase []int32 // per tensor: its first instance
 	instT    []int32
 
-	consumers [][]graph.OpID    // per tensor, distinct
+	consumers [][]graph.OpID     // per tensor, distinct
 	inputs    [][]graph.TensorID // per op, distinct
-	ctrl      [][]graph.OpID    // per op, distinct control deps
-	ctrlSucc  [][]graph.OpID    // per op, ops that list it as a control dep
+	ctrl      [][]graph.OpID     // per op, distinct control deps
+	ctrlSucc  [][]graph.OpID     // per op, ops that list it as a control dep
 
 	nslots    int
 	slot      []int32 // per task
