@@ -288,19 +288,33 @@ func (s *listState) need(op graph.OpID, d int) int64 {
 	return b
 }
 
-// free is the memory left on d for op: beyond what is used and
-// reserved, a forward op leaves the headroom of d's backward ops,
-// counting its own class's once placed.
-func (s *listState) free(op graph.OpID, d int) int64 {
-	f := s.p.Costs.Cluster.Devices[d].Memory - s.used[d] - s.reserved[d]
-	if s.g.Ops[op].Phase == graph.Forward {
-		h := s.headroom[d]
-		if s.classDev[s.lim.class[op]] < 0 {
-			h = max(h, s.transient[s.lim.class[op]])
-		}
-		f -= h
+// avail is d's memory neither allocated nor reserved. It is never
+// negative: every op's need is checked against at most this before
+// schedule commits it, and schedule commits no more than need counted.
+func (s *listState) avail(d int) int64 {
+	return s.p.Costs.Cluster.Devices[d].Memory - s.used[d] - s.reserved[d]
+}
+
+// kept is the headroom a forward op leaves on d for the backward ops of
+// d's classes (their transient memory), counting its own class's once
+// placed; zero for other ops, which run inside the headroom. Backward
+// ops, and classes first placed by one, can take or raise it past what
+// is available, so kept may exceed avail.
+func (s *listState) kept(op graph.OpID, d int) int64 {
+	if s.g.Ops[op].Phase != graph.Forward {
+		return 0
 	}
-	return f
+	h := s.headroom[d]
+	if s.classDev[s.lim.class[op]] < 0 {
+		h = max(h, s.transient[s.lim.class[op]])
+	}
+	return h
+}
+
+// free is the memory op may use on d: what is available less the
+// headroom op must keep, and never negative.
+func (s *listState) free(op graph.OpID, d int) int64 {
+	return max(0, s.avail(d)-s.kept(op, d))
 }
 
 func (s *listState) fits(op graph.OpID, d int) bool {
@@ -419,11 +433,17 @@ func (s *listState) noRoom(op graph.OpID) error {
 		}
 	}
 	dev := s.p.Costs.Cluster.Devices[best]
-	free := s.free(op, best)
 	msg := fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
-		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, cluster.FormatBytes(s.need(op, best)), dev.Name, cluster.FormatBytes(free))
-	if held := dev.Memory - s.used[best]; held > free {
-		msg += fmt.Sprintf(" (and %s reserved for the gradients, optimizer state and backward scratch of its colocation groups)", cluster.FormatBytes(held-free))
+		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, cluster.FormatBytes(s.need(op, best)), dev.Name, cluster.FormatBytes(s.avail(best)))
+	if kept := s.kept(op, best); kept > 0 {
+		use := "none of it"
+		if free := s.free(op, best); free > 0 {
+			use = cluster.FormatBytes(free) + " of it"
+		}
+		msg += fmt.Sprintf(", %s for a forward op (forward ops leave %s for the backward scratch of its colocation groups)", use, cluster.FormatBytes(kept))
+	}
+	if r := s.reserved[best]; r > 0 {
+		msg += fmt.Sprintf("; a further %s is reserved for the parameters, optimizer state and gradients of its colocation groups", cluster.FormatBytes(r))
 	}
 	return Infeasible(s.p, msg)
 }
