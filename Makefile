@@ -33,7 +33,7 @@ test: build
 	$(GO) test -count=1 $(PKGS)
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -v $(PKGS)
 
 lint:
 	$(GO) vet $(PKGS)

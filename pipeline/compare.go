@@ -83,17 +83,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		}
 		names[i] = r
 	}
-	opts.Options = opts.withDefaults()
-	r := &run{opts: opts.Options}
-	for _, st := range stages {
-		if st.name == "place" {
-			break
-		}
-		if err := st.fn(ctx, r); err != nil {
-			return nil, err
-		}
-	}
-	cfg, err := r.config()
+	r, cfg, err := prepare(ctx, opts.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +137,33 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		c.Strategies = append(c.Strategies, row)
 	}
 	return c, nil
+}
+
+// prepare runs the stages before placement and returns their state and
+// the strategies' configuration.
+func prepare(ctx context.Context, opts Options) (*run, strategy.Config, error) {
+	r := &run{opts: opts.withDefaults()}
+	for _, st := range stages {
+		if st.name == "place" {
+			break
+		}
+		if err := st.fn(ctx, r); err != nil {
+			return nil, strategy.Config{}, err
+		}
+	}
+	cfg, err := r.config()
+	return r, cfg, err
+}
+
+// Prepare imports, costs and bounds a model as Run does, and returns the
+// problem every strategy receives and their configuration, for programs
+// that search the plan space themselves (benchmarks, other front ends).
+func Prepare(ctx context.Context, opts Options) (*strategy.Problem, strategy.Config, error) {
+	r, cfg, err := prepare(ctx, opts)
+	if err != nil {
+		return nil, cfg, err
+	}
+	return r.problem, cfg, nil
 }
 
 // Best is the fitting strategy with the shortest predicted step (the

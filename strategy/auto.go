@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
@@ -21,6 +22,13 @@ var AutoStrategies = []string{
 	"single", "m-etf", "heft", "m-sct", "m-topo", "expert",
 	"dp+m-etf", "dp+heft",
 }
+
+// AutoExactTimeLimit is the time auto gives the exact partitioner when
+// the configuration sets none: exact keeps the best split found by then
+// (its pipedream pass at worst), so auto stays seconds on graphs whose
+// proof takes longer; --strategy pipeline:exact searches up to its own
+// 30 s limit.
+const AutoExactTimeLimit = 2 * time.Second
 
 // familyBound is a lower bound on the step of every plan of a family, in
 // seconds, or 0 when none is known beyond the problem's work bound.
@@ -56,6 +64,9 @@ func familyBound(p *Problem, family string) float64 {
 func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outcome, int, error) {
 	if names == nil {
 		names = AutoStrategies
+	}
+	if cfg.Pipeline.TimeLimit == 0 {
+		cfg.Pipeline.TimeLimit = AutoExactTimeLimit
 	}
 	best := -1
 	var outs []Outcome

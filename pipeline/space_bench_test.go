@@ -1,0 +1,177 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/strategy"
+)
+
+// BenchmarkPlanSpace is the README's plan-space table: for every shared
+// model on every bundled cluster (training steps), the best step of each
+// family, auto's choice, the work bound and auto's gap to it, and auto's
+// wall time. Families auto pruned are evaluated anyway (outside the timed
+// search) to check that the bound that pruned them was sound and that
+// auto is never worse than any family's best; the partitioners' analytic
+// estimate is compared with the simulator's step for the same split.
+//
+//	go test -run '^$' -bench PlanSpace -benchtime 1x ./pipeline/
+func BenchmarkPlanSpace(b *testing.B) {
+	ctx := context.Background()
+	families := []string{strategy.FamilyDataParallel, strategy.FamilyPipeline, strategy.FamilyPlacement, strategy.FamilyHybrid}
+	var rows, estimates []string
+	for _, m := range sharedModels {
+		for _, cl := range []string{"4xV100", "8xA100-2host", "hetero"} {
+			b.Run(m.name+"/"+cl, func(b *testing.B) {
+				var outs []strategy.Outcome
+				var best int
+				var prob *strategy.Problem
+				var cfg strategy.Config
+				var elapsed time.Duration
+				for i := 0; i < b.N; i++ {
+					var err error
+					prob, cfg, err = pipeline.Prepare(ctx, opts(m.name, cl, m.dims))
+					if err != nil {
+						b.Fatal(err)
+					}
+					begin := time.Now()
+					outs, best, err = strategy.Search(ctx, prob, cfg, nil)
+					elapsed = time.Since(begin)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				autoStep := outs[best].Sim.Step
+				bestOf := map[string]float64{}
+				for _, o := range outs {
+					if o.Pruned != "" {
+						s, _ := strategy.New(o.Strategy, cfg)
+						o = strategy.Evaluate(ctx, prob, o.Strategy, s)
+						if o.Sim != nil && o.Fits && o.Sim.Step < autoStep*(1-1e-9) {
+							b.Errorf("%s was pruned but takes %.3f ms, less than auto's %.3f ms", o.Strategy, o.Sim.Step*1e3, autoStep*1e3)
+						}
+					}
+					if o.Sim != nil && o.Fits {
+						if v, ok := bestOf[o.Family]; !ok || o.Sim.Step < v {
+							bestOf[o.Family] = o.Sim.Step
+						}
+					}
+					if o.Pipeline != nil && o.Estimate > 0 && o.Sim != nil {
+						// The partitioner's own split at its own M, judged.
+						if est, judged := pipelineEstimate(b, prob, o); judged > 0 {
+							estimates = append(estimates, fmt.Sprintf("| %s | %s | %s | %d | %.3f | %.3f | %+.1f%% |", m.name, cl, o.Strategy,
+								o.Pipeline.MicroBatches, est*1e3, judged*1e3, 100*(est/judged-1)))
+						}
+					}
+				}
+				for f, v := range bestOf {
+					if autoStep > v*(1+1e-9) {
+						b.Errorf("auto %.3f ms is worse than the best %s plan %.3f ms", autoStep*1e3, f, v*1e3)
+					}
+				}
+				cells := []string{m.name, cl}
+				for _, f := range families {
+					if v, ok := bestOf[f]; ok {
+						cells = append(cells, fmt.Sprintf("%.2f", v*1e3))
+					} else {
+						cells = append(cells, "—")
+					}
+				}
+				lb := prob.Bound.Throughput
+				cells = append(cells, fmt.Sprintf("%s %.2f", outs[best].Strategy, autoStep*1e3), fmt.Sprintf("%.2f", lb*1e3),
+					fmt.Sprintf("%.0f%%", 100*(autoStep/lb-1)), fmt.Sprintf("%.2f", elapsed.Seconds()))
+				rows = append(rows, "| "+strings.Join(cells, " | ")+" |")
+				b.ReportMetric(autoStep*1e3, "step_ms")
+				b.ReportMetric(elapsed.Seconds(), "auto_s")
+			})
+		}
+	}
+	b.Logf("\n| model | cluster | data-parallel | pipeline | placement | hybrid | auto (ms) | bound | gap | auto s |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
+		strings.Join(rows, "\n"))
+	b.Logf("\n| model | cluster | partitioner | M | estimate ms | judge ms | estimate error |\n|---|---|---|---|---|---|---|\n%s",
+		strings.Join(estimates, "\n"))
+}
+
+// pipelineEstimate judges the partitioner's split at the micro-batch
+// count it chose and returns its estimate and the simulator's step.
+func pipelineEstimate(b *testing.B, prob *strategy.Problem, o strategy.Outcome) (float64, float64) {
+	pp := o.Pipeline
+	pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(prob.Graph.Ops))}, OpStage: pp.OpStage,
+		MicroBatches: pp.MicroBatches, Schedule: sim.Schedule(pp.Schedule)}
+	for op, st := range pp.OpStage {
+		pl.Device[op] = pp.Stages[st].DeviceIndex[0]
+	}
+	for _, st := range pp.Stages {
+		var s sim.Stage
+		for _, d := range st.DeviceIndex {
+			s.Replicas = append(s.Replicas, []int{d})
+		}
+		pl.Stages = append(pl.Stages, s)
+	}
+	res, err := sim.Run(prob.Costs, prob.Adj, prob.Order, pl)
+	if err != nil {
+		b.Errorf("%s: %v", o.Strategy, err)
+		return 0, 0
+	}
+	return pp.StepMs / 1e3, res.Step
+}
+
+// BenchmarkDataParallelScaling is ResNet-50's data-parallel training
+// step on 1, 2, 4 and 8 A100s of 8xA100-2host (the global batch of 32
+// split over the replicas): the speed-up over one device and the share
+// of the step in which the all-reduce runs past the last backward op.
+//
+//	go test -run '^$' -bench DataParallelScaling -benchtime 1x ./pipeline/
+func BenchmarkDataParallelScaling(b *testing.B) {
+	ctx := context.Background()
+	prob, _, err := pipeline.Prepare(ctx, opts("resnet50", "8xA100-2host", nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rows []string
+	var one float64
+	for _, r := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprint(r), func(b *testing.B) {
+			var res *sim.Result
+			for i := 0; i < b.N; i++ {
+				pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(prob.Graph.Ops))}}
+				st := sim.Stage{}
+				for d := 0; d < r; d++ {
+					st.Replicas = append(st.Replicas, []int{d})
+				}
+				pl.Stages = []sim.Stage{st}
+				if res, err = sim.Run(prob.Costs, prob.Adj, prob.Order, pl); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if r == 1 {
+				one = res.Step
+			}
+			var reduce, lastBackward float64
+			for op := range prob.Graph.Ops {
+				if prob.Graph.Ops[op].Phase.String() == "backward" {
+					lastBackward = math.Max(lastBackward, res.End[op])
+				}
+			}
+			var bytes int64
+			for _, c := range res.Collectives {
+				reduce += c.End - c.Start
+				bytes += c.Bytes
+			}
+			exposed := 0.0
+			if len(res.Collectives) > 0 {
+				exposed = math.Max(0, res.Collectives[len(res.Collectives)-1].End-lastBackward)
+			}
+			rows = append(rows, fmt.Sprintf("| %d | %.3f | %.2fx | %.1f%% | %.3f | %.1f%% |", r, res.Step*1e3, one/res.Step,
+				100*reduce/res.Step, exposed*1e3, 100*exposed/res.Step))
+			b.ReportMetric(res.Step*1e3, "step_ms")
+		})
+	}
+	b.Logf("\n| replicas | step ms | speed-up | all-reduce busy (share of step) | exposed all-reduce ms | exposed share |\n|---|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
+}

@@ -1,0 +1,160 @@
+package strategy_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/graph/graphtest"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/strategy"
+	"github.com/opplace/opplace/train"
+)
+
+// problem builds a training step of a chain of layers, each a 1 GFLOP op
+// on a parameter of paramBytes, on n devices of the given memory.
+func problem(t *testing.T, layers int, paramBytes int64, n int, memory int64) *strategy.Problem {
+	t.Helper()
+	b := graphtest.New("layers").Input("x", 1<<20)
+	prev := "x"
+	for i := 0; i < layers; i++ {
+		w := "w" + string(rune('a'+i))
+		name := "l" + string(rune('a'+i))
+		b.Param(w, paramBytes).Op(name, 1e9, 1<<20, prev, w)
+		prev = name
+	}
+	b.Output(prev)
+	for i := range b.G.Tensors {
+		b.G.Tensors[i].DType = graph.Float32 // trainable: float tensors
+		b.G.Tensors[i].Shape = []int64{b.G.Tensors[i].Shape[0] / 4}
+	}
+	g, _, err := train.Build(b.G, train.Options{Optimizer: train.SGD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := make([]graphtest.Device, n)
+	for i := range devs {
+		devs[i] = graphtest.Device{FLOPS: 1e12, Memory: memory}
+	}
+	c := graphtest.Cluster(1e10, 1e-6, devs...)
+	p, err := placer.NewProblem(g, cost.NewTable(g, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strategy.NewProblem(p, 8)
+}
+
+func TestRegistry(t *testing.T) {
+	names := strategy.Names()
+	for name, family := range map[string]string{
+		"dp": strategy.FamilyDataParallel, "pipeline:exact": strategy.FamilyPipeline, "pipeline:gpipe": strategy.FamilyPipeline,
+		"m-etf": strategy.FamilyPlacement, "ilp": strategy.FamilyPlacement, "dp+heft": strategy.FamilyHybrid,
+	} {
+		if !slices.Contains(names, name) {
+			t.Errorf("%s is not registered (have %v)", name, names)
+		}
+		if got := strategy.Family(name); got != family {
+			t.Errorf("Family(%s) = %q, want %q", name, got, family)
+		}
+	}
+	if _, err := strategy.New("nope", strategy.Config{}); err == nil {
+		t.Error("an unknown strategy made no error")
+	}
+	for _, name := range strategy.AutoStrategies {
+		if !slices.Contains(names, name) {
+			t.Errorf("auto runs %s, which is not registered", name)
+		}
+	}
+}
+
+// TestSearchAcrossFamilies: with memory to spare, splitting the batch
+// (data parallelism, replicated pipelines) beats placing the whole batch,
+// and auto keeps the fastest, listing why the rest lost; every family's
+// best, evaluated without pruning, is no faster.
+func TestSearchAcrossFamilies(t *testing.T) {
+	p := problem(t, 6, 1<<20, 4, 1<<34)
+	ctx := context.Background()
+	outs, best, err := strategy.Search(ctx, p, strategy.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outs[best].Family; got == strategy.FamilyPlacement {
+		t.Errorf("auto chose %s (%s)", outs[best].Strategy, got)
+	}
+	if len(outs) != len(strategy.AutoStrategies) {
+		t.Errorf("%d outcomes for %d strategies", len(outs), len(strategy.AutoStrategies))
+	}
+	for _, o := range outs {
+		if o.Pruned != "" {
+			if !strings.Contains(o.Pruned, "at least") {
+				t.Errorf("%s pruned without a bound: %q", o.Strategy, o.Pruned)
+			}
+			s, _ := strategy.New(o.Strategy, strategy.Config{})
+			o = strategy.Evaluate(ctx, p, o.Strategy, s)
+		}
+		if o.Sim != nil && o.Fits && o.Sim.Step < outs[best].Sim.Step*(1-1e-12) {
+			t.Errorf("%s takes %g s, less than auto's %g s", o.Strategy, o.Sim.Step, outs[best].Sim.Step)
+		}
+		if o.Sim != nil && o.Sim.Step < p.Bound.Throughput*(1-1e-12) {
+			t.Errorf("%s takes %g s, below the work bound %g s", o.Strategy, o.Sim.Step, p.Bound.Throughput)
+		}
+	}
+}
+
+// TestReplicasHoldTheirState: when a device cannot hold the whole
+// model's parameters, gradients and state, data parallelism does not fit
+// and auto chooses a plan that splits the model.
+func TestReplicasHoldTheirState(t *testing.T) {
+	// Six layers of 64 MiB parameters: 384 MiB of weights, as much again
+	// of gradients; devices of 600 MiB.
+	p := problem(t, 6, 64<<20, 4, 600<<20)
+	ctx := context.Background()
+	s, _ := strategy.New("dp", strategy.Config{})
+	o := strategy.Evaluate(ctx, p, "dp", s)
+	var inf *placer.InfeasibleError
+	if o.Fits || !errors.As(o.Err, &inf) {
+		t.Fatalf("dp fits=%v err=%v, want a memory failure", o.Fits, o.Err)
+	}
+	outs, best, err := strategy.Search(ctx, p, strategy.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := outs[best].Family; f == strategy.FamilyDataParallel || !outs[best].Fits {
+		t.Errorf("auto chose %s (%s), fits %v", outs[best].Strategy, f, outs[best].Fits)
+	}
+}
+
+func TestNotApplicable(t *testing.T) {
+	p := problem(t, 3, 1<<20, 1, 1<<34)
+	s, _ := strategy.New("dp", strategy.Config{})
+	if o := strategy.Evaluate(context.Background(), p, "dp", s); !errors.Is(o.Err, strategy.ErrNotApplicable) {
+		t.Errorf("dp on one device: %v, want ErrNotApplicable", o.Err)
+	}
+	outs, best, err := strategy.Search(context.Background(), p, strategy.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// On one device every plan runs the whole step there: a pipeline of
+	// one stage at best.
+	if got, want := outs[best].Sim.Step, p.Bound.Seconds(); got > want*(1+1e-9) {
+		t.Errorf("one device: auto %s takes %g s, the device alone %g s", outs[best].Strategy, got, want)
+	}
+}
+
+func TestSearchInfeasible(t *testing.T) {
+	p := problem(t, 4, 256<<20, 2, 300<<20)
+	_, _, err := strategy.Search(context.Background(), p, strategy.Config{}, nil)
+	var inf *placer.InfeasibleError
+	if !errors.As(err, &inf) || !strings.Contains(inf.Detail, "no strategy fits") {
+		t.Fatalf("error %v, want one infeasible error naming every strategy", err)
+	}
+	for _, name := range []string{"dp", "pipeline:exact", "m-etf"} {
+		if !strings.Contains(inf.Detail, name) {
+			t.Errorf("the failure does not say why %s failed: %s", name, inf.Detail)
+		}
+	}
+}
