@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/sim"
 	"github.com/opplace/opplace/strategy"
 )
@@ -43,6 +45,11 @@ func BenchmarkPlanSpace(b *testing.B) {
 					begin := time.Now()
 					outs, best, err = strategy.Search(ctx, prob, cfg, nil)
 					elapsed = time.Since(begin)
+					var inf *placer.InfeasibleError
+					if errors.As(err, &inf) {
+						rows = append(rows, fmt.Sprintf("| %s | %s | no plan fits: %s |", m.name, cl, firstClause(inf.Error())))
+						b.Skip("no plan fits")
+					}
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -174,4 +181,11 @@ func BenchmarkDataParallelScaling(b *testing.B) {
 		})
 	}
 	b.Logf("\n| replicas | step ms | speed-up | all-reduce busy (share of step) | exposed all-reduce ms | exposed share |\n|---|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
+}
+
+func firstClause(msg string) string {
+	if i := strings.Index(msg, "; "); i > 0 {
+		return msg[:i]
+	}
+	return msg
 }

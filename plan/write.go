@@ -153,7 +153,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 			if shape == "" {
 				shape = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", c.Strategy, c.Family, shape, step, tput, peak, fits, c.SolveMS, why)
+			solve := fmt.Sprintf("%.0f", c.SolveMS)
+			if strings.HasPrefix(why, "pruned") {
+				solve = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Strategy, c.Family, shape, step, tput, peak, fits, solve, why)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -91,8 +91,10 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 // + launch, since every kernel pays its launch again; its activations
 // take 1/(r·M) of their size. Ops that read only parameters and constants
 // (weight transposes) and optimizer updates run once per step at full
-// cost. Weight gradients (the tensors optimizer updates read) accumulate
-// over micro-batches into one full-size buffer.
+// cost. Weight gradients (the tensors optimizer updates read) sum into
+// one full-size buffer per parameter and device, over micro-batches and
+// over the parameter's uses there (autograd's .grad: an LSTM unrolled over
+// 40 steps holds one gradient per weight, not 40).
 //
 // Order: each device runs its ops in its stage's schedule, one slot after
 // another (1F1B: min(S-i-1, M) warm-up forwards, then alternate one
@@ -103,14 +105,15 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 //
 // Communication: when an op finishes, each output is sent once to every
 // other device that reads it, straight from its producer (a skip
-// connection is not relayed through the stages in between); a device
+// connection is not relayed through the stages in between), and a
+// gradient buffer read on another device crosses once per step; a device
 // sends one tensor and receives one at a time (full-duplex links), in
 // the order transfers were requested, and transfers through a host's
 // shared PCIe fabric or through a network card take turns on it. A
 // tensor of one micro-batch crossing from a stage of r1 replicas to one
-// of r2 moves 1/(M·min(r1,r2)) of its bytes per replica pair. A weight
-// gradient read in another stage (a weight tied between the first and
-// last stage) crosses once per step, after its last micro-batch.
+// of r2 moves 1/(M·min(r1,r2)) of its bytes per replica pair. So a weight
+// tied between the first and last stage (GPT's embedding and LM head)
+// costs one gradient transfer per step, after the last micro-batch.
 //
 // Data parallelism: each replicated stage all-reduces its weight
 // gradients across its replicas in buckets of BucketBytes, as PyTorch DDP
@@ -159,6 +162,7 @@ const (
 	evOpDone uint8 = iota
 	evArrived
 	evReduced
+	evBufferArrived
 )
 
 type event struct {
@@ -183,6 +187,18 @@ type memEvent struct {
 	seq   int64
 	dev   int
 	delta int64
+}
+
+// gradBuffer is one parameter's gradient on one device: the sum of the
+// gradients of its uses there.
+type gradBuffer struct {
+	leader  graph.TensorID // the member that carries the buffer's bytes
+	members []graph.TensorID
+	src     int // the device producing the members
+	dst     int // the device of the update reading them
+	left    int32
+	// allocated is set once the first member's producer started.
+	allocated bool
 }
 
 // bucket is a set of weight gradients one device all-reduces with its
@@ -217,6 +233,12 @@ type state struct {
 	perMB   []bool
 	perStep []bool
 	accum   []bool
+	// gradOf[t] is the gradient buffer a weight gradient sums into (-1
+	// for other tensors): every gradient of one parameter produced on one
+	// device adds into one buffer, as autograd accumulates into .grad, and
+	// a buffer read on another device crosses once.
+	gradOf  []int32
+	buffers []gradBuffer
 
 	taskBase []int32 // per op: its first task; op's tasks are consecutive
 	taskOp   []int32
@@ -422,6 +444,25 @@ func (s *state) classify(order []graph.OpID) {
 			}
 		}
 		s.accum[t], s.perStep[t] = weightGrad, weightGrad
+	}
+	s.gradOf = make([]int32, len(g.Tensors))
+	key := map[[2]int]int32{}
+	for t := range g.Tensors {
+		s.gradOf[t] = -1
+		if !s.accum[t] || len(s.consumers[t]) != 1 {
+			continue
+		}
+		u, src := s.consumers[t][0], s.dev[g.Tensors[t].Producer]
+		k := [2]int{int(u), src}
+		b, ok := key[k]
+		if !ok {
+			b = int32(len(s.buffers))
+			key[k] = b
+			s.buffers = append(s.buffers, gradBuffer{leader: graph.TensorID(t), src: src, dst: s.dev[u]})
+		}
+		s.buffers[b].members = append(s.buffers[b].members, graph.TensorID(t))
+		s.buffers[b].left++
+		s.gradOf[t] = b
 	}
 }
 
@@ -677,6 +718,15 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 		}
 		return b
 	case s.perStep[t]:
+		if gb := s.gradOf[t]; gb >= 0 {
+			buf := &s.buffers[gb]
+			if buf.leader != t {
+				return 0
+			}
+			for _, m := range buf.members {
+				b = max(b, s.g.Tensors[m].Bytes())
+			}
+		}
 		return b
 	}
 	if st := s.devStage[d]; st >= 0 {
@@ -760,6 +810,11 @@ func (s *state) init() {
 			}
 		}
 	}
+	for _, buf := range s.buffers {
+		if buf.src != buf.dst {
+			s.left[int(s.tensBase[buf.leader])*s.nd+buf.src]++ // held until sent
+		}
+	}
 	for op := range g.Ops {
 		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
 			var n int32
@@ -811,6 +866,8 @@ func (s *state) run() error {
 				s.arrived(e.id, int(e.dev), now)
 			case evReduced:
 				s.reduced(e.id, now)
+			case evBufferArrived:
+				s.bufferArrived(e.id, now)
 			}
 		}
 		s.startTouched(now)
@@ -854,6 +911,14 @@ func (s *state) startTouched(now float64) {
 		}
 		var bytes int64
 		for _, out := range s.g.Ops[op].Outputs {
+			if gb := s.gradOf[out]; gb >= 0 {
+				// The parameter's gradient buffer, once for all its uses.
+				if buf := &s.buffers[gb]; !buf.allocated {
+					buf.allocated = true
+					bytes += s.memBytes(buf.leader, d)
+				}
+				continue
+			}
 			if s.accum[out] {
 				inst := s.instance(out, mb)
 				if s.accAlloc[inst] {
@@ -954,6 +1019,11 @@ func (s *state) release(inst int32, d int, now float64) {
 func (s *state) final(inst int32, d int, now float64) {
 	t := graph.TensorID(s.instT[inst])
 	mb := int(inst - s.tensBase[t])
+	if gb := s.gradOf[t]; gb >= 0 && s.buffers[gb].src != s.buffers[gb].dst {
+		s.sendBuffer(gb, now)
+		s.maybeFree(inst, d, now)
+		return
+	}
 	var devs []int
 	for _, c := range s.consumers[t] {
 		if cd := s.dev[c]; cd != d && !slices.Contains(devs, cd) {
@@ -982,6 +1052,44 @@ func (s *state) final(inst int32, d int, now float64) {
 	}
 	s.arrivedLocal(inst, d)
 	s.maybeFree(inst, d, now)
+}
+
+// sendBuffer counts one more gradient of a buffer final and, once all
+// are, sends the buffer to its update's device as one transfer.
+func (s *state) sendBuffer(gb int32, now float64) {
+	buf := &s.buffers[gb]
+	buf.left--
+	if buf.left > 0 {
+		return
+	}
+	t := buf.leader
+	bytes := s.memBytes(t, buf.src)
+	res := s.channels(buf.src, buf.dst)
+	start := now
+	for _, r := range res {
+		start = max(start, s.free[r])
+	}
+	end := start + s.c.TransferTime(buf.src, buf.dst, bytes)
+	for _, r := range res {
+		s.free[r] = end
+	}
+	s.alloc(start, buf.dst, bytes)
+	s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: t, From: buf.src, To: buf.dst, Bytes: bytes, Start: start, End: end})
+	if st := s.devStage[buf.src]; st >= 0 {
+		s.res.Stages[st].Send += end - start
+	}
+	s.push(event{time: end, kind: evBufferArrived, id: gb})
+}
+
+// bufferArrived hands every gradient of a buffer to the update on its
+// device and frees the sender's copy.
+func (s *state) bufferArrived(gb int32, now float64) {
+	buf := &s.buffers[gb]
+	s.res.Step = max(s.res.Step, now)
+	for _, m := range buf.members {
+		s.arrivedLocal(s.tensBase[m], buf.dst)
+	}
+	s.release(s.tensBase[buf.leader], buf.src, now)
 }
 
 // transfer is the bytes and time of moving tensor t's instance from a to
