@@ -32,7 +32,8 @@ import (
 // 2(r-1) link latencies, once per step (training only); update ops run
 // once per step on every replica.
 //
-// Memory per device: parameters + alive·stash/(r·M) + largest scratch,
+// Memory per device: parameters, optimizer state and the weight gradients
+// the stage's updates read + alive·stash/(r·M) + largest scratch,
 // where stash is the forward outputs of S plus everything it receives
 // (relayed activations included) and alive is the micro-batches whose
 // activations a stage holds at once: min(M, stages-index) under 1F1B,
@@ -132,6 +133,17 @@ func newModel(t *cost.Table, u *units, opts Options) *model {
 					seen[in] = true
 					m.params[ui] += tn.Bytes()
 				}
+			}
+			if o.Phase == graph.Update {
+				// The gradient buffer the update reads lives for the step
+				// on its device, as the simulator counts it.
+				var grad int64
+				for _, in := range o.Inputs {
+					if tn := &g.Tensors[in]; tn.Kind == graph.Activation {
+						grad = max(grad, tn.Bytes())
+					}
+				}
+				m.params[ui] += grad
 			}
 			if o.Phase == graph.Forward {
 				m.stash[ui] += t.OutputBytes(op)

@@ -171,6 +171,8 @@ func candidates(r *run) []plan.Candidate {
 		case o.Err != nil:
 			c.Why = "failed"
 			c.Error = o.Err.Error()
+		case o.Sim.Step <= best.Sim.Step*(1+1e-9):
+			c.Why = "ties with " + best.Strategy + ", which ran first"
 		default:
 			c.Why = fmt.Sprintf("%.1f%% slower", 100*(o.Sim.Step/best.Sim.Step-1))
 		}

@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/sim"
@@ -32,8 +33,45 @@ type pipelined struct {
 // the stages, their replicas and the micro-batch count by its analytic
 // model; the same stages at half and twice that count (when the count is
 // not fixed) go to the judge too, since the model and the simulator can
-// disagree on where the bubble and the memory balance.
+// disagree on where the bubble and the memory balance. The partitioner's
+// memory model leaves out transients the simulator counts (activation
+// gradients, received copies), so when the simulator finds its split
+// overflowing a device, it partitions again with every device's memory
+// scaled down by the overshoot, up to twice.
 func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
+	var out []Proposal
+	scale := 1.0
+	for attempt := 0; attempt < 3; attempt++ {
+		pp, err := s.partition(ctx, p, scale)
+		if err != nil {
+			if attempt == 0 {
+				return nil, err
+			}
+			break
+		}
+		props := s.proposals(p, pp)
+		if attempt > 0 {
+			note := fmt.Sprintf("the partitioner's memory model fell short of the simulator's peak; partitioned again with devices at %.1f%% of their memory", 100*scale)
+			for i := range props {
+				props[i].Notes = append(props[i].Notes, note)
+			}
+		}
+		out = append(out, props...)
+		res, err := sim.Run(p.Costs, p.Adj, p.Order, props[0].Plan)
+		if err != nil || p.Fits(res) {
+			break
+		}
+		worst := 1.0
+		for d, peak := range res.PeakMemory {
+			worst = max(worst, float64(peak)/float64(p.Costs.Cluster.Devices[d].Memory))
+		}
+		scale *= 0.99 / worst
+	}
+	return out, nil
+}
+
+// partition runs the partitioner with every device's memory scaled.
+func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*partition.Plan, error) {
 	part, err := partition.New(s.name)
 	if err != nil {
 		return nil, err
@@ -42,17 +80,32 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 	if p.Batch > 0 && (opts.MaxMicroBatches == 0 || int64(opts.MaxMicroBatches) > p.Batch) {
 		opts.MaxMicroBatches = int(min(p.Batch, 32))
 	}
-	prob, err := partition.NewProblem(p.Costs, opts)
+	costs := p.Costs
+	if scale < 1 {
+		c := p.Costs.Cluster
+		all := make([]int, len(c.Devices))
+		for i := range all {
+			all[i] = i
+		}
+		sub := c.Sub(all)
+		for i := range sub.Devices {
+			sub.Devices[i].Memory = int64(float64(sub.Devices[i].Memory) * scale)
+		}
+		costs = costs.Restrict(sub)
+	}
+	prob, err := partition.NewProblem(costs, opts)
 	if err != nil {
 		return nil, err
 	}
-	pp, err := part.Partition(ctx, prob)
-	if err != nil {
-		return nil, err
-	}
+	return part.Partition(ctx, prob)
+}
+
+// proposals are a partition at its own micro-batch count and, when the
+// count is free, at half and twice it.
+func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 	out := []Proposal{{Plan: pipelinePlan(p, pp, pp.MicroBatches), Estimate: pp.StepMs / 1e3, Pipeline: pp}}
-	if opts.MicroBatches == 0 {
-		maxM := opts.MaxMicroBatches
+	if s.opts.MicroBatches == 0 {
+		maxM := s.opts.MaxMicroBatches
 		if maxM == 0 {
 			maxM = 32
 		}
@@ -62,7 +115,7 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // pipelinePlan is a partition as a point of the plan space: each stage's
