@@ -172,7 +172,7 @@ func candidates(r *run) []plan.Candidate {
 			c.Why = "failed"
 			c.Error = o.Err.Error()
 		case o.Sim.Step <= best.Sim.Step*(1+1e-9):
-			c.Why = "ties with " + best.Strategy + ", which ran first"
+			c.Why = "same step as " + best.Strategy + " to the nanosecond"
 		default:
 			c.Why = fmt.Sprintf("%.1f%% slower", 100*(o.Sim.Step/best.Sim.Step-1))
 		}

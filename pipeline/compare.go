@@ -20,8 +20,8 @@ type Comparison struct {
 	Groups  string           `json:"groups"`
 	Batch   int64            `json:"batch,omitempty"`
 	Devices []ComparedDevice `json:"devices"`
-	// LowerBoundMS is the bound every plan of the space is held to (the
-	// work spread over the cluster); rows carry their family's own.
+	// LowerBoundMS is the bound every plan of the space is held to (see
+	// strategy.SpaceBound); rows carry their family's own.
 	LowerBoundMS float64           `json:"lower_bound_ms"`
 	Strategies   []StrategyOutcome `json:"strategies"`
 	Warnings     []string          `json:"warnings,omitempty"`
@@ -44,9 +44,9 @@ type StrategyOutcome struct {
 	// EstimatedStepMS is the strategy's own analytic prediction, when it
 	// has one (the partitioners').
 	EstimatedStepMS float64 `json:"estimated_step_ms,omitempty"`
-	// Gap is predicted / LowerBoundMS - 1, the bound of the row's family:
-	// the critical path and the work for a placement, the work otherwise
-	// (micro-batches and replicas shorten the critical path).
+	// Gap is predicted / LowerBoundMS - 1, the bound of the row's family
+	// (strategy.SpaceBound): the critical path and the work for a
+	// placement; the work and the critical path over the batch otherwise.
 	Gap              float64  `json:"gap"`
 	LowerBoundMS     float64  `json:"lower_bound_ms,omitempty"`
 	Fits             bool     `json:"fits"`
@@ -89,8 +89,10 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	}
 	c := &Comparison{
 		Model: opts.ModelPath, Mode: opts.Mode, Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
-		Batch: r.problem.Batch, LowerBoundMS: plan.MS(r.problem.Bound.Throughput), Warnings: r.model.Warnings,
+		Batch: r.problem.Batch, Warnings: r.model.Warnings,
 	}
+	space, _ := strategy.SpaceBound(r.problem, "")
+	c.LowerBoundMS = plan.MS(space.Seconds())
 	if gs, err := placer.Group(r.problem.Problem); err == nil {
 		c.Groups = gs.String()
 	}
@@ -107,10 +109,8 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			return nil, ctx.Err()
 		}
 		c.outcomes = append(c.outcomes, o)
-		bound := r.problem.Bound.Throughput
-		if o.Family == strategy.FamilyPlacement {
-			bound = r.problem.Bound.Seconds()
-		}
+		fb, _ := strategy.SpaceBound(r.problem, o.Family)
+		bound := fb.Seconds()
 		row := StrategyOutcome{Strategy: name, Family: o.Family, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds()), Notes: o.Notes,
 			LowerBoundMS: plan.MS(bound)}
 		if o.Err != nil {

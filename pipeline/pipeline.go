@@ -303,19 +303,11 @@ func buildCosts(_ context.Context, r *run) error {
 	return nil
 }
 
-// lowerBound is the bound the plan is held to: for auto, pipelines and
-// data parallelism the work spread over the cluster, which every plan of
-// the space pays (micro-batches and replicas shorten the critical path);
-// for a placement, also the critical path, since it runs the whole batch
-// at once.
+// lowerBound is the bound the plan is held to (strategy.SpaceBound): for
+// a placement, the critical path and the work; for auto and the other
+// families, which split the batch, the work and the critical path
+// divided by the batch.
 func lowerBound(_ context.Context, r *run) error {
-	b := r.problem.Bound
-	r.bound, r.boundKind = cost.Bound{Throughput: b.Throughput}, "work"
-	if strategy.Family(r.opts.Strategy) == strategy.FamilyPlacement {
-		r.bound = b
-		if b.CriticalPath > b.Throughput {
-			r.boundKind = "critical path"
-		}
-	}
+	r.bound, r.boundKind = strategy.SpaceBound(r.problem, strategy.Family(r.opts.Strategy))
 	return nil
 }

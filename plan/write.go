@@ -146,7 +146,10 @@ func WriteTable(w io.Writer, p *Plan) error {
 			if why == "" {
 				why = "chosen"
 			}
-			if c.Error != "" && why != "does not fit" {
+			switch {
+			case why == "not applicable":
+				why = firstClause(c.Error)
+			case c.Error != "" && why != "does not fit":
 				why += ": " + firstClause(c.Error)
 			}
 			shape := c.Shape

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 )
@@ -30,6 +31,34 @@ var AutoStrategies = []string{
 // 30 s limit.
 const AutoExactTimeLimit = 2 * time.Second
 
+// SpaceBound is the lower bound every plan of a family pays, and which
+// part of it binds; family "" means the whole space (auto).
+//
+// Every plan does all the work, spread at best perfectly over the
+// cluster. A placement runs the whole batch at once, so it also takes the
+// critical path with every op at its fastest. A plan that splits the
+// batch runs each op on at least 1/batch of it, and an op's time shrinks
+// at most in proportion to its share, so it takes at least the critical
+// path divided by the batch: with a batch of 1 nothing splits.
+func SpaceBound(p *Problem, family string) (cost.Bound, string) {
+	b := p.Bound
+	if family != FamilyPlacement {
+		if p.Batch > 0 {
+			b.CriticalPath /= float64(p.Batch)
+		} else {
+			b.CriticalPath = 0
+		}
+	}
+	kind := "work"
+	if b.CriticalPath > b.Throughput {
+		kind = "critical path"
+		if family != FamilyPlacement {
+			kind = "critical path / batch"
+		}
+	}
+	return b, kind
+}
+
 // familyBound is a lower bound on the step of every plan of a family, in
 // seconds, or 0 when none is known beyond the problem's work bound.
 //
@@ -53,7 +82,8 @@ func familyBound(p *Problem, family string) float64 {
 		}
 		return p.Bound.Seconds()
 	}
-	return p.Bound.Throughput
+	b, _ := SpaceBound(p, family)
+	return b.Seconds()
 }
 
 // Search runs the named strategies (AutoStrategies when names is nil) in

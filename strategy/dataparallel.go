@@ -19,6 +19,9 @@ type dataParallel struct{}
 // of gradient accumulation up to what the batch allows: the judge keeps
 // the fastest that fits.
 func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
+	if err := pinned(p, "dp"); err != nil {
+		return nil, err
+	}
 	var out []Proposal
 	for _, cl := range classes(p.Costs.Cluster) {
 		if len(cl) < 2 || !canRunAll(p.Costs, cl[0]) {

@@ -31,6 +31,9 @@ type hybrid struct {
 // each replica's share, so the numbers are exact for the plan, though the
 // placer optimised a proxy.
 func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
+	if err := pinned(p, "dp+"+h.placer); err != nil {
+		return nil, err
+	}
 	var out []Proposal
 	var firstErr error
 	for _, cl := range classes(p.Costs.Cluster) {

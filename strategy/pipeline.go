@@ -39,6 +39,9 @@ type pipelined struct {
 // overflowing a device, it partitions again with every device's memory
 // scaled down by the overshoot, up to twice.
 func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
+	if err := pinned(p, PipelinePrefix+s.name); err != nil {
+		return nil, err
+	}
 	var out []Proposal
 	scale := 1.0
 	for attempt := 0; attempt < 3; attempt++ {

@@ -249,3 +249,15 @@ func canRunAll(t *cost.Table, d int) bool {
 	}
 	return true
 }
+
+// pinned reports whether any op is pinned to a device (TensorFlow device
+// fields kept with --respect-devices): only placement strategies honour
+// pins, so the families that choose devices themselves step aside.
+func pinned(p *Problem, strategy string) error {
+	for i := range p.Graph.Ops {
+		if p.Graph.Ops[i].Device != "" {
+			return fmt.Errorf("%s: %w: op %q is pinned to %s, and only placement strategies honour pins", strategy, ErrNotApplicable, p.Graph.Ops[i].Name, p.Graph.Ops[i].Device)
+		}
+	}
+	return nil
+}

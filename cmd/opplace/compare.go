@@ -107,7 +107,7 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 func writeComparison(w io.Writer, c *pipeline.Comparison) {
 	fmt.Fprintf(w, "model:       %s, %s (%d ops; %s)\n", c.Model, c.Mode, c.Ops, c.Groups)
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
-	fmt.Fprintf(w, "lower bound: %.3f ms (the work bound every plan pays)", c.LowerBoundMS)
+	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space)", c.LowerBoundMS)
 	for _, st := range c.Strategies {
 		if st.Family == strategy.FamilyPlacement && st.LowerBoundMS > c.LowerBoundMS {
 			// A placement runs the whole batch along the critical path.

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/pipeline"
-	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 )
 
@@ -38,13 +37,15 @@ func newPlanCmd() *cobra.Command {
 	f := &planFlags{}
 	cmd := &cobra.Command{
 		Use:   "plan MODEL --cluster FILE",
-		Short: "Place a model's ops on a cluster and simulate the step",
-		Long: `plan places every op of MODEL on a device of the cluster, simulates the step and
-prints the plan. Strategies: auto (default: run every fast strategy, keep the
-best), ` + strings.Join(placer.Names(), ", ") + `, and pipeline parallelism:
-pipeline (the exact partitioner), pipeline:exact, pipeline:pipedream,
-pipeline:gpipe, which cut the graph into stages with replicas and simulate
-a GPipe or 1F1B schedule of --microbatches micro-batches.
+		Short: "Find the fastest plan of a model's step on a cluster and simulate it",
+		Long: `plan searches one space of plans for MODEL on the cluster (operator
+placement, data parallelism, pipeline stages with replicas and micro-batches,
+and their hybrids), scores every candidate with one simulator, and prints the
+fastest that fits. Strategies: auto (the default: the whole space, pruning
+families a bound proves cannot win), or one of
+` + strings.Join(pipeline.Strategies(), ", ") + `
+(pipeline = pipeline:exact). Pipelines simulate a GPipe or 1F1B schedule of
+--microbatches micro-batches.
 
 Without --out the plan goes to stdout in the -o format (json by default). With
 --out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
@@ -67,7 +68,7 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 	f.registerDevices(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
-	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "placement strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
+	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
 	fl.StringVarP(&f.output, "output", "o", "", "stdout format: json, yaml or table (default json, or table with --out)")
 	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
 	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
