@@ -110,18 +110,7 @@ func BenchmarkPlanSpace(b *testing.B) {
 // count it chose and returns its estimate and the simulator's step.
 func pipelineEstimate(b *testing.B, prob *strategy.Problem, o strategy.Outcome) (float64, float64) {
 	pp := o.Pipeline
-	pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(prob.Graph.Ops))}, OpStage: pp.OpStage,
-		MicroBatches: pp.MicroBatches, Schedule: sim.Schedule(pp.Schedule)}
-	for op, st := range pp.OpStage {
-		pl.Device[op] = pp.Stages[st].DeviceIndex[0]
-	}
-	for _, st := range pp.Stages {
-		var s sim.Stage
-		for _, d := range st.DeviceIndex {
-			s.Replicas = append(s.Replicas, []int{d})
-		}
-		pl.Stages = append(pl.Stages, s)
-	}
+	pl := strategy.PipelinePlan(prob, pp, pp.MicroBatches)
 	res, err := sim.Run(prob.Costs, prob.Adj, prob.Order, pl)
 	if err != nil {
 		b.Errorf("%s: %v", o.Strategy, err)

@@ -480,30 +480,28 @@ func (s *state) instancesOf(t graph.TensorID) int {
 	return s.M
 }
 
+// expand numbers the copies of n items, count(i) each, consecutively:
+// base[i] is item i's first copy, owner[k] the item copy k belongs to.
+func expand(n int, count func(int) int) (base, owner []int32) {
+	base = make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		base[i+1] = base[i] + int32(count(i))
+	}
+	owner = make([]int32, base[n])
+	for i := 0; i < n; i++ {
+		for k := base[i]; k < base[i+1]; k++ {
+			owner[k] = int32(i)
+		}
+	}
+	return base, owner
+}
+
 func (s *state) numberTasks() {
 	g := s.g
-	s.taskBase = make([]int32, len(g.Ops)+1)
-	for op := range g.Ops {
-		s.taskBase[op+1] = s.taskBase[op] + int32(s.tasksOf(graph.OpID(op)))
-	}
-	nt := s.taskBase[len(g.Ops)]
-	s.taskOp = make([]int32, nt)
-	for op := range g.Ops {
-		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
-			s.taskOp[k] = int32(op)
-		}
-	}
-	s.tensBase = make([]int32, len(g.Tensors)+1)
-	for t := range g.Tensors {
-		s.tensBase[t+1] = s.tensBase[t] + int32(s.instancesOf(graph.TensorID(t)))
-	}
-	ni := s.tensBase[len(g.Tensors)]
-	s.instT = make([]int32, ni)
-	for t := range g.Tensors {
-		for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
-			s.instT[k] = int32(t)
-		}
-	}
+	s.taskBase, s.taskOp = expand(len(g.Ops), func(op int) int { return s.tasksOf(graph.OpID(op)) })
+	nt := len(s.taskOp)
+	s.tensBase, s.instT = expand(len(g.Tensors), func(t int) int { return s.instancesOf(graph.TensorID(t)) })
+	ni := len(s.instT)
 	s.left = make([]int32, int(ni)*s.nd)
 	s.prodLeft = make([]int32, ni)
 	s.accAlloc = make([]bool, ni)

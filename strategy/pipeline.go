@@ -106,7 +106,7 @@ func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*p
 // proposals are a partition at its own micro-batch count and, when the
 // count is free, at half and twice it.
 func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
-	out := []Proposal{{Plan: pipelinePlan(p, pp, pp.MicroBatches), Estimate: pp.StepMs / 1e3, Pipeline: pp}}
+	out := []Proposal{{Plan: PipelinePlan(p, pp, pp.MicroBatches), Estimate: pp.StepMs / 1e3, Pipeline: pp}}
 	if s.opts.MicroBatches == 0 {
 		maxM := s.opts.MaxMicroBatches
 		if maxM == 0 {
@@ -114,16 +114,17 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 		}
 		for _, m := range []int{pp.MicroBatches / 2, pp.MicroBatches * 2} {
 			if m >= 1 && m <= maxM && (p.Batch == 0 || int64(m) <= p.Batch) {
-				out = append(out, Proposal{Plan: pipelinePlan(p, pp, m), Pipeline: pp})
+				out = append(out, Proposal{Plan: PipelinePlan(p, pp, m), Pipeline: pp})
 			}
 		}
 	}
 	return out
 }
 
-// pipelinePlan is a partition as a point of the plan space: each stage's
-// ops on its first replica, every replica one device.
-func pipelinePlan(p *Problem, pp *partition.Plan, m int) *sim.Plan {
+// PipelinePlan is a partition as a point of the plan space at m
+// micro-batches: each stage's ops on its first replica, every replica one
+// device.
+func PipelinePlan(p *Problem, pp *partition.Plan, m int) *sim.Plan {
 	n := len(p.Graph.Ops)
 	pl := &sim.Plan{
 		Placement:    sim.Placement{Device: make([]int, n)},
