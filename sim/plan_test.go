@@ -307,3 +307,31 @@ func TestRunDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedWeightOneGradient: a parameter read by two ops (an unrolled
+// RNN's weight, a deduplicated initializer) has one gradient buffer, so
+// replicas all-reduce its bytes once.
+func TestSharedWeightOneGradient(t *testing.T) {
+	const p = 1 << 20
+	b := graphtest.New("shared").Input("x", 4000).Param("w", p).
+		Op("f1", 1e9, 4000, "x", "w").Op("f2", 1e9, 4000, "f1", "w").
+		Op("b2", 2e9, 4000, "f2").Op("g2", 1e9, p, "f2").Op("g1", 1e9, p, "b2", "f1").Op("u", 0, 8, "w", "g1", "g2")
+	for i := 2; i < 5; i++ {
+		b.G.Ops[i].Phase = graph.Backward
+	}
+	b.G.Ops[5].Phase = graph.Update
+	c := graphtest.Cluster(giga, 0, devices(2, 1<<40)...)
+	res := runPlan(t, b.G, c, &sim.Plan{Placement: sim.Placement{Device: make([]int, 6)},
+		Stages: []sim.Stage{{Replicas: [][]int{{0}, {1}}}}})
+	var bytes int64
+	for _, col := range res.Collectives {
+		bytes += col.Bytes
+	}
+	if bytes != p {
+		t.Errorf("all-reduced %d bytes, want the parameter's %d once", bytes, p)
+	}
+	// Parameter, its one gradient buffer, activations: not two buffers.
+	if res.PeakMemory[0] >= 3*p {
+		t.Errorf("peak %d holds the gradient twice", res.PeakMemory[0])
+	}
+}

@@ -687,7 +687,7 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			}
 			inst := s.instance(t, 0)
 			cur.members = append(cur.members, inst)
-			cur.bytes += g.Tensors[t].Bytes()
+			cur.bytes += s.memBytes(t, d) // a shared buffer's bytes once
 			cur.left++
 			s.bucketOf[inst] = int32(len(s.buckets) - 1)
 		}
