@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/opplace/opplace/graph"
 )
@@ -207,6 +208,29 @@ func (c *Cluster) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Classes groups the devices into interchangeable classes (one device
+// type, one memory size), classes in order of their first device, the
+// devices of each ordered by host, then index: the order in which
+// strategies hand out devices of a class.
+func (c *Cluster) Classes() [][]int {
+	var out [][]int
+	for d := range c.Devices {
+		k := slices.IndexFunc(out, func(cl []int) bool {
+			e := &c.Devices[cl[0]]
+			return e.Type == c.Devices[d].Type && e.Memory == c.Devices[d].Memory
+		})
+		if k < 0 {
+			out = append(out, nil)
+			k = len(out) - 1
+		}
+		out[k] = append(out[k], d)
+	}
+	for _, cl := range out {
+		slices.SortStableFunc(cl, func(a, b int) int { return c.Devices[a].Host - c.Devices[b].Host })
+	}
+	return out
 }
 
 // Sub is the cluster of the given devices only (in that order), with the

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"math"
-	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -74,21 +73,10 @@ type class struct {
 func newModel(t *cost.Table, u *units, opts Options) *model {
 	c := t.Cluster
 	m := &model{t: t, opts: opts, training: u.training}
-	// Classes by (type, memory), in order of first device.
-	for d := range c.Devices {
-		dev := &c.Devices[d]
-		k := slices.IndexFunc(m.classes, func(x class) bool { return x.typ == dev.Type && x.memory == dev.Memory })
-		if k < 0 {
-			name := dev.Type.Name
-			m.classes = append(m.classes, class{name: name, typ: dev.Type, memory: dev.Memory})
-			k = len(m.classes) - 1
-		}
-		m.classes[k].devices = append(m.classes[k].devices, d)
-	}
-	for k := range m.classes {
-		cl := &m.classes[k]
-		slices.SortStableFunc(cl.devices, func(a, b int) int { return c.Devices[a].Host - c.Devices[b].Host })
-		m.linkTables(cl)
+	for _, devs := range c.Classes() {
+		dev := &c.Devices[devs[0]]
+		m.classes = append(m.classes, class{name: dev.Type.Name, typ: dev.Type, memory: dev.Memory, devices: devs})
+		m.linkTables(&m.classes[len(m.classes)-1])
 	}
 	g := t.Graph
 	nc := len(m.classes)

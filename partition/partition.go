@@ -109,6 +109,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Validate checks the options as NewProblem will, defaults filled in,
+// without building a problem.
+func (o Options) Validate() error { return o.withDefaults().validate() }
+
 func (o Options) validate() error {
 	switch o.Schedule {
 	case OneFOneB, GPipe:

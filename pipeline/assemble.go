@@ -99,43 +99,25 @@ func deviceNames(r *run, devs []int) []string {
 
 // shape summarises a plan: "1 stage x 8 replicas", "4 stages (2,2,2,2
 // replicas)", with the micro-batches when more than one.
-func shape(p *sim.Plan, res *sim.Result) string {
+func shape(p *sim.Plan, res *sim.Result, nd int) string {
 	if p == nil {
 		return ""
 	}
-	S := p.NumStages()
-	reps := make([]string, S)
+	stages := p.StageDevices(nd)
+	reps := make([]string, len(stages))
 	same := true
-	for i := 0; i < S; i++ {
-		r := 1
-		if p.Stages != nil {
-			r = len(p.Stages[i].Replicas)
-		}
-		reps[i] = fmt.Sprint(r)
+	for i, st := range stages {
+		reps[i] = fmt.Sprint(len(st.Replicas))
 		same = same && reps[i] == reps[0]
-	}
-	devs := 0
-	for _, d := range p.Device {
-		devs = max(devs, d+1)
 	}
 	var b strings.Builder
 	switch {
-	case S == 1:
-		group := 0
-		if p.Stages != nil {
-			group = len(p.Stages[0].Replicas[0])
-		} else {
-			used := map[int]bool{}
-			for _, d := range p.Device {
-				used[d] = true
-			}
-			group = len(used)
-		}
-		fmt.Fprintf(&b, "1 stage of %d device(s) x %s replica(s)", group, reps[0])
+	case len(stages) == 1:
+		fmt.Fprintf(&b, "1 stage of %d device(s) x %s replica(s)", len(stages[0].Replicas[0]), reps[0])
 	case same:
-		fmt.Fprintf(&b, "%d stages x %s replica(s)", S, reps[0])
+		fmt.Fprintf(&b, "%d stages x %s replica(s)", len(stages), reps[0])
 	default:
-		fmt.Fprintf(&b, "%d stages (%s replicas)", S, strings.Join(reps, ","))
+		fmt.Fprintf(&b, "%d stages (%s replicas)", len(stages), strings.Join(reps, ","))
 	}
 	if m := res.MicroBatches; m > 1 {
 		fmt.Fprintf(&b, ", %d micro-batches", m)
@@ -156,7 +138,7 @@ func candidates(r *run) []plan.Candidate {
 			c.PredictedStepMS = plan.MS(o.Sim.Step)
 			c.ThroughputSamplesPerS = throughput(r.problem.Batch, o.Sim.Step)
 			c.PeakMemoryBytes = slices.Max(o.Sim.PeakMemory)
-			c.Shape = shape(o.Plan, o.Sim)
+			c.Shape = shape(o.Plan, o.Sim, len(r.cluster.Devices))
 		}
 		switch {
 		case i == r.chosen:
@@ -233,23 +215,13 @@ func addStages(r *run, pp *partition.Plan) {
 		}
 		return pl.OpStage[op]
 	}
-	used := make([]bool, len(r.cluster.Devices))
-	for _, d := range pl.Device {
-		used[d] = true
+	stages := pl.StageDevices(len(r.cluster.Devices))
+	devStage := make([]int, len(r.cluster.Devices))
+	for d := range devStage {
+		devStage[d] = -1
 	}
 	for i := 0; i < S; i++ {
-		var reps [][]int
-		if pl.Stages != nil {
-			reps = pl.Stages[i].Replicas
-		} else {
-			var devs []int
-			for d, u := range used {
-				if u {
-					devs = append(devs, d)
-				}
-			}
-			reps = [][]int{devs}
-		}
+		reps := stages[i].Replicas
 		sr := res.Stages[i]
 		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches,
 			PeakMemoryBytes: sr.PeakMemory, AllReduceMS: plan.MS(sr.AllReduce), AllReduceBytes: sr.AllReduceBytes,
@@ -262,6 +234,7 @@ func addStages(r *run, pp *partition.Plan) {
 				st.ReplicaDevices = append(st.ReplicaDevices, names)
 			}
 			for _, d := range rep {
+				devStage[d] = i
 				if t := r.cluster.Devices[d].Type.Name; !slices.Contains(types, t) {
 					types = append(types, t)
 				}
@@ -277,24 +250,6 @@ func addStages(r *run, pp *partition.Plan) {
 		p.Stages = append(p.Stages, st)
 	}
 	// Bytes each stage sends to later stages, per step.
-	devStage := make([]int, len(r.cluster.Devices))
-	for d := range devStage {
-		devStage[d] = -1
-	}
-	for i := range pl.Stages {
-		for _, rep := range pl.Stages[i].Replicas {
-			for _, d := range rep {
-				devStage[d] = i
-			}
-		}
-	}
-	if pl.Stages == nil {
-		for d, u := range used {
-			if u {
-				devStage[d] = 0
-			}
-		}
-	}
 	for _, t := range res.Transfers {
 		if from, to := devStage[t.From], devStage[t.To]; from >= 0 && to > from {
 			p.Stages[from].SendBytes += t.Bytes

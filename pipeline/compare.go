@@ -120,7 +120,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			row.PredictedStepMS = plan.MS(o.Sim.Step)
 			row.ThroughputSamplesPerS = throughput(r.problem.Batch, o.Sim.Step)
 			row.PeakMemoryBytes = o.Sim.PeakMemory
-			row.Shape = shape(o.Plan, o.Sim)
+			row.Shape = shape(o.Plan, o.Sim, len(r.cluster.Devices))
 			for _, t := range o.Sim.Transfers {
 				row.CrossDeviceBytes += t.Bytes
 			}

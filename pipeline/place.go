@@ -70,7 +70,7 @@ func (r *run) config() (strategy.Config, error) {
 	if batch := r.problem.Batch; po.MicroBatches > 0 && batch > 0 && int64(po.MicroBatches) > batch {
 		return cfg, &InputError{fmt.Errorf("%d micro-batches: the batch is %d, so a micro-batch would hold less than one sample", po.MicroBatches, batch)}
 	}
-	if _, err := partition.NewProblem(r.problem.Costs, partition.Options{Schedule: po.Schedule, Objective: po.Objective, MicroBatches: po.MicroBatches}); err != nil {
+	if err := po.Validate(); err != nil {
 		return cfg, &InputError{err}
 	}
 	return cfg, nil

@@ -72,6 +72,26 @@ type Plan struct {
 // NumStages is the number of stages the plan has.
 func (p *Plan) NumStages() int { return max(1, len(p.Stages)) }
 
+// StageDevices is the plan's stages on a cluster of nd devices: Stages,
+// or when nil the one stage whose only replica is the set of devices the
+// placement uses, in index order.
+func (p *Plan) StageDevices(nd int) []Stage {
+	if p.Stages != nil {
+		return p.Stages
+	}
+	used := make([]bool, nd)
+	for _, d := range p.Device {
+		used[d] = true
+	}
+	var devs []int
+	for d, u := range used {
+		if u {
+			devs = append(devs, d)
+		}
+	}
+	return []Stage{{Replicas: [][]int{devs}}}
+}
+
 // microBatches is the plan's micro-batch count, at least 1.
 func (p *Plan) microBatches() int { return max(1, p.MicroBatches) }
 
@@ -105,20 +125,7 @@ func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
 	} else if len(opStage) != n {
 		return nil, nil, fmt.Errorf("stage assignment covers %d ops, the graph has %d", len(opStage), n)
 	}
-	stages := p.Stages
-	if stages == nil {
-		used := make([]bool, nd)
-		for _, d := range p.Device {
-			used[d] = true
-		}
-		var devs []int
-		for d, u := range used {
-			if u {
-				devs = append(devs, d)
-			}
-		}
-		stages = []Stage{{Replicas: [][]int{devs}}}
-	}
+	stages := p.StageDevices(nd)
 	owner := make([]int, nd) // stage+1 owning each device
 	for s, st := range stages {
 		if len(st.Replicas) == 0 {

@@ -74,7 +74,7 @@ func familyBound(p *Problem, family string) float64 {
 		return p.Bound.Seconds()
 	case FamilyHybrid:
 		largest := 0
-		for _, cl := range classes(p.Costs.Cluster) {
+		for _, cl := range p.Costs.Cluster.Classes() {
 			largest = max(largest, len(cl))
 		}
 		if r := largest / 2; r >= 2 {

@@ -36,7 +36,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	}
 	var out []Proposal
 	var firstErr error
-	for _, cl := range classes(p.Costs.Cluster) {
+	for _, cl := range p.Costs.Cluster.Classes() {
 		for k := 2; k < len(cl); k *= 2 {
 			r := len(cl) / k
 			if r < 2 || p.Batch > 0 && int64(r) > p.Batch {

@@ -184,7 +184,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		c.Fits = p.Fits(res)
 		if !c.Fits {
 			if overflowing == nil || res.Step < overflowing.Sim.Step {
-				c.Err = Overflow(p.Problem, name(o), res)
+				c.Err = Overflow(p.Problem, o.Strategy, res)
 				overflowing = &c
 			}
 			continue
@@ -198,8 +198,6 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	}
 	return o
 }
-
-func name(o Outcome) string { return o.Strategy }
 
 // Overflow explains a plan whose simulated peak exceeds a device.
 func Overflow(p *placer.Problem, strategy string, res *sim.Result) error {
@@ -217,28 +215,6 @@ func Overflow(p *placer.Problem, strategy string, res *sim.Result) error {
 // ErrNotApplicable marks a strategy that has nothing to propose for a
 // problem (data parallelism on a cluster with one device of each type).
 var ErrNotApplicable = errors.New("not applicable")
-
-// classes groups the cluster's devices into interchangeable classes (one
-// type, one memory size), each ordered by host then index, classes in
-// order of their first device.
-func classes(c *cluster.Cluster) [][]int {
-	var out [][]int
-	for d := range c.Devices {
-		k := slices.IndexFunc(out, func(cl []int) bool {
-			e := &c.Devices[cl[0]]
-			return e.Type == c.Devices[d].Type && e.Memory == c.Devices[d].Memory
-		})
-		if k < 0 {
-			out = append(out, nil)
-			k = len(out) - 1
-		}
-		out[k] = append(out[k], d)
-	}
-	for _, cl := range out {
-		slices.SortStableFunc(cl, func(a, b int) int { return c.Devices[a].Host - c.Devices[b].Host })
-	}
-	return out
-}
 
 // canRunAll reports whether device d's type runs every op of the graph.
 func canRunAll(t *cost.Table, d int) bool {
