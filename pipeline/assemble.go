@@ -19,6 +19,9 @@ import (
 // document: devices, ops, transfers, all-reduces, stages and, for auto,
 // every candidate and why it lost.
 func assemble(_ context.Context, r *run) error {
+	if err := recordTimeline(r); err != nil {
+		return err
+	}
 	g, c, res, pl := r.model.Graph, r.cluster, r.sim, r.placed
 	o := r.outcomes[r.chosen]
 	p := &plan.Plan{
@@ -51,14 +54,15 @@ func assemble(_ context.Context, r *run) error {
 		p.Devices = append(p.Devices, plan.Device{
 			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
 			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
-			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i],
+			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i], Memory: memoryCurve(res.Memory[i], res.Step),
 		})
 	}
+	runs := opRuns(res, len(g.Ops))
 	for _, id := range r.problem.Order {
 		op := &g.Ops[id]
 		p.Ops = append(p.Ops, plan.Op{
 			Name: op.Name, Type: op.Type, Phase: op.Phase.String(), Device: c.Devices[pl.Device[id]].Name,
-			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]),
+			StartMS: plan.MS(res.Start[id]), EndMS: plan.MS(res.End[id]), Runs: runs[id],
 		})
 	}
 	p.Transfers = make([]plan.Transfer, 0, len(res.Transfers))
@@ -79,6 +83,59 @@ func assemble(_ context.Context, r *run) error {
 	}
 	addStages(r, o.Pipeline)
 	return nil
+}
+
+// recordTimeline simulates the kept plan again, recording every op run
+// and each device's memory over the step for the plan's views; the
+// search compared step times only. The simulator is deterministic, so the
+// step must come out as before.
+func recordTimeline(r *run) error {
+	if r.placed == nil || r.sim == nil || r.sim.Runs != nil {
+		return nil
+	}
+	p := *r.placed
+	p.Record = true
+	res, err := sim.Run(r.problem.Costs, r.problem.Adj, r.problem.Order, &p)
+	if err != nil {
+		return err
+	}
+	if res.Step != r.sim.Step {
+		return fmt.Errorf("the plan's step came out %g s when simulated again, %g s before", res.Step, r.sim.Step)
+	}
+	r.sim = res
+	return nil
+}
+
+// opRuns groups the recorded runs of ops that run more than once.
+func opRuns(res *sim.Result, n int) [][]plan.Run {
+	out := make([][]plan.Run, n)
+	for i := 0; i < len(res.Runs); {
+		j := i + 1
+		for j < len(res.Runs) && res.Runs[j].Op == res.Runs[i].Op {
+			j++
+		}
+		if j-i > 1 {
+			runs := make([]plan.Run, j-i)
+			for k, run := range res.Runs[i:j] {
+				runs[k] = plan.Run{MicroBatch: run.MicroBatch, StartMS: plan.MS(run.Start), EndMS: plan.MS(run.End)}
+			}
+			out[res.Runs[i].Op] = runs
+		}
+		i = j
+	}
+	return out
+}
+
+// memoryCurve is a device's recorded memory as the plan's bounded curve.
+func memoryCurve(samples []sim.MemorySample, step float64) []plan.MemorySample {
+	if len(samples) == 0 {
+		return nil
+	}
+	out := make([]plan.MemorySample, len(samples))
+	for i, s := range samples {
+		out[i] = plan.MemorySample{MS: plan.MS(s.Time), Bytes: s.Bytes}
+	}
+	return plan.MemoryEnvelope(out, plan.MS(step), plan.MemorySamples)
 }
 
 // throughput is samples per second at a step of the given seconds.

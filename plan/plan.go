@@ -77,6 +77,20 @@ type Device struct {
 	ResidentBytes   int64   `json:"resident_bytes" yaml:"resident_bytes"`
 	BusyMS          float64 `json:"busy_ms" yaml:"busy_ms"`
 	Ops             int     `json:"ops" yaml:"ops"`
+	// Memory is the device's memory over the step, at most
+	// MemorySamples points: each holds the most the device held from its
+	// time until the next sample's, so the curve keeps every peak.
+	Memory []MemorySample `json:"memory,omitempty" yaml:"memory,omitempty"`
+}
+
+// MemorySamples bounds a device's memory curve in a plan.
+const MemorySamples = 200
+
+// MemorySample is the most memory a device held from MS until the next
+// sample.
+type MemorySample struct {
+	MS    float64 `json:"ms" yaml:"ms"`
+	Bytes int64   `json:"bytes" yaml:"bytes"`
 }
 
 // Op is one op's placement and simulated run.
@@ -88,6 +102,17 @@ type Op struct {
 	Device  string  `json:"device" yaml:"device"`
 	StartMS float64 `json:"start_ms" yaml:"start_ms"`
 	EndMS   float64 `json:"end_ms" yaml:"end_ms"`
+	// Runs lists the op's run per micro-batch, when it runs more than
+	// once in the step; StartMS and EndMS are then its first start and
+	// last end.
+	Runs []Run `json:"runs,omitempty" yaml:"runs,omitempty"`
+}
+
+// Run is one micro-batch's run of an op.
+type Run struct {
+	MicroBatch int     `json:"micro_batch" yaml:"micro_batch"`
+	StartMS    float64 `json:"start_ms" yaml:"start_ms"`
+	EndMS      float64 `json:"end_ms" yaml:"end_ms"`
 }
 
 // Transfer is one tensor copied between devices.
@@ -180,3 +205,31 @@ func Fraction(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 // MS converts seconds to milliseconds rounded to the nanosecond, so plans
 // print short, stable numbers.
 func MS(seconds float64) float64 { return math.Round(seconds*1e9) / 1e6 }
+
+// MemoryEnvelope reduces a memory curve (samples in time order, each
+// holding until the next, the last until endMS) to at most n samples
+// without losing a peak: the span is cut into n equal windows, and each
+// window's sample is the most memory held at any time in it. Consecutive
+// windows of equal value merge.
+func MemoryEnvelope(samples []MemorySample, endMS float64, n int) []MemorySample {
+	if len(samples) <= n || n <= 0 || endMS <= 0 {
+		return samples
+	}
+	width := endMS / float64(n)
+	out := make([]MemorySample, 0, n)
+	var held int64 // the value in effect when the window opens
+	i := 0
+	for w := 0; w < n; w++ {
+		from, to := float64(w)*width, float64(w+1)*width
+		peak := held
+		for ; i < len(samples) && (samples[i].MS < to || w == n-1); i++ {
+			held = samples[i].Bytes
+			peak = max(peak, held)
+		}
+		if len(out) > 0 && out[len(out)-1].Bytes == peak {
+			continue
+		}
+		out = append(out, MemorySample{MS: math.Round(from*1e6) / 1e6, Bytes: peak})
+	}
+	return out
+}

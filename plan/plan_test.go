@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -115,5 +116,28 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := plan.WriteFileAtomic(filepath.Join(dir, "missing", "p.json"), func(io.Writer) error { return nil }); err == nil {
 		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+func TestMemoryEnvelope(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		samples []plan.MemorySample
+		end     float64
+		n       int
+		want    []plan.MemorySample
+	}{
+		{"short curves pass through", []plan.MemorySample{{0, 5}, {1, 7}}, 2, 4, []plan.MemorySample{{0, 5}, {1, 7}}},
+		{"a spike inside a window survives", []plan.MemorySample{{0, 1}, {0.5, 9}, {0.6, 1}, {1.5, 2}, {2.5, 3}, {3.5, 0}}, 4, 4,
+			[]plan.MemorySample{{0, 9}, {1, 2}, {2, 3}}},
+		{"equal windows merge", []plan.MemorySample{{0, 4}, {0.1, 4}, {1.2, 4}, {2.2, 4}, {3.9, 1}}, 4, 2, []plan.MemorySample{{0, 4}}},
+	} {
+		got := plan.MemoryEnvelope(tc.samples, tc.end, tc.n)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+		if len(got) > max(tc.n, len(tc.samples)) {
+			t.Errorf("%s: %d samples, at most %d", tc.name, len(got), tc.n)
+		}
 	}
 }

@@ -67,6 +67,10 @@ type Plan struct {
 	// BucketBytes is the gradient all-reduce bucket; 0 means
 	// DefaultBucketBytes.
 	BucketBytes int64
+	// Record asks Run for the step's timeline (Result.Runs and
+	// Result.Memory), which views and traces draw; searches that only
+	// compare step times leave it off.
+	Record bool
 }
 
 // NumStages is the number of stages the plan has.

@@ -335,3 +335,54 @@ func TestSharedWeightOneGradient(t *testing.T) {
 		t.Errorf("peak %d holds the gradient twice", res.PeakMemory[0])
 	}
 }
+
+// TestRecordTimeline checks the recorded timeline against the step it
+// records: one run per op and micro-batch, each as long as the op's cost
+// and within its first start and last end; memory samples that reach the
+// device's peak, in time order, and nothing recorded unless asked.
+func TestRecordTimeline(t *testing.T) {
+	const s, m = 4, 8
+	b := chain(s, 8000)
+	c := graphtest.Cluster(1e18, 0, devices(s, 1<<40)...)
+	p := perLayer(b.G, s, m, sim.OneFOneB)
+	plain := runPlan(t, b.G, c, p)
+	if plain.Runs != nil || plain.Memory != nil {
+		t.Fatal("timeline recorded without Record")
+	}
+	p.Record = true
+	res := runPlan(t, b.G, c, p)
+	if res.Step != plain.Step || !reflect.DeepEqual(res.PeakMemory, plain.PeakMemory) {
+		t.Fatalf("recording changed the step: %g vs %g", res.Step, plain.Step)
+	}
+	if len(res.Runs) != len(b.G.Ops)*m {
+		t.Fatalf("%d runs, want %d", len(res.Runs), len(b.G.Ops)*m)
+	}
+	for i, r := range res.Runs {
+		op, mb := i/m, i%m
+		if int(r.Op) != op || r.MicroBatch != mb || r.Device != p.Device[op] {
+			t.Fatalf("run %d is %+v, want op %d micro-batch %d on %d", i, r, op, mb, p.Device[op])
+		}
+		want := 1 / float64(m) // forward: 1 GFLOP at 1 GFLOP/s per micro-batch
+		if b.G.Ops[op].Phase == graph.Backward {
+			want *= 2
+		}
+		if !near(r.End-r.Start, want) {
+			t.Errorf("run %d lasts %g, want %g", i, r.End-r.Start, want)
+		}
+		if r.Start < res.Start[op] || r.End > res.End[op] {
+			t.Errorf("run %d [%g,%g] outside op's [%g,%g]", i, r.Start, r.End, res.Start[op], res.End[op])
+		}
+	}
+	for d, samples := range res.Memory {
+		var peak int64
+		for i, x := range samples {
+			if i > 0 && x.Time <= samples[i-1].Time {
+				t.Fatalf("device %d: samples out of order at %d", d, i)
+			}
+			peak = max(peak, x.Bytes)
+		}
+		if peak != res.PeakMemory[d] {
+			t.Errorf("device %d: timeline peaks at %d, the step at %d", d, peak, res.PeakMemory[d])
+		}
+	}
+}

@@ -74,6 +74,30 @@ type Result struct {
 	// Bubble is the share of the stages' time idle during the step:
 	// 1 - Σ busy / (stages × step), for plans of more than one stage.
 	Bubble float64
+	// Runs and Memory are the step's timeline, filled when the plan asks
+	// to Record it. Runs lists every op run, ordered by op and then
+	// micro-batch: an op that runs per micro-batch has one run per
+	// micro-batch, an op run once per step (optimizer updates, weight
+	// transposes) one run. Memory[d] is device d's memory over the step:
+	// each sample holds from its time until the next one.
+	Runs   []OpRun
+	Memory [][]MemorySample
+}
+
+// OpRun is one run of an op in the simulated step.
+type OpRun struct {
+	Op graph.OpID
+	// MicroBatch is the micro-batch the run computes; 0 for ops run once
+	// per step.
+	MicroBatch int
+	Device     int
+	Start, End float64
+}
+
+// MemorySample is the memory a device holds from Time on.
+type MemorySample struct {
+	Time  float64
+	Bytes int64
 }
 
 // Simulate runs a placement of the graph behind t as one stage, one
@@ -150,6 +174,12 @@ func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Res
 		return nil, fmt.Errorf("order lists %d ops, the graph has %d", len(order), len(g.Ops))
 	}
 	s := newState(t, adj, order, p, opStage, stages)
+	if p.Record {
+		// Tasks are numbered by op and then micro-batch, so runs indexed
+		// by task come out in the documented order.
+		s.res.Runs = make([]OpRun, len(s.taskOp))
+		s.res.Memory = make([][]MemorySample, nd)
+	}
 	if err := s.run(); err != nil {
 		return nil, err
 	}
@@ -896,6 +926,9 @@ func (s *state) startTouched(now float64) {
 		if k == s.taskBase[op] {
 			s.res.Start[op] = now
 		}
+		if s.res.Runs != nil {
+			s.res.Runs[k] = OpRun{Op: op, MicroBatch: mb, Device: d, Start: now, End: now + dur}
+		}
 		s.res.End[op] = now + dur
 		s.res.Busy[d] += dur
 		st := s.opStage[op]
@@ -1259,6 +1292,16 @@ func (s *state) finish() {
 	for _, m := range s.mem {
 		cur[m.dev] += m.delta
 		res.PeakMemory[m.dev] = max(res.PeakMemory[m.dev], cur[m.dev])
+		if res.Memory != nil {
+			// One sample per instant: later changes at the same time
+			// overwrite it.
+			samples := res.Memory[m.dev]
+			if n := len(samples); n > 0 && samples[n-1].Time == m.time {
+				samples[n-1].Bytes = cur[m.dev]
+			} else {
+				res.Memory[m.dev] = append(samples, MemorySample{m.time, cur[m.dev]})
+			}
+		}
 	}
 	slices.SortStableFunc(res.Transfers, func(a, b Transfer) int {
 		switch {
@@ -1324,6 +1367,9 @@ func (s *state) finish() {
 			for i, d := range rep {
 				f := st.Replicas[0][i]
 				res.PeakMemory[d], res.ResidentMemory[d], res.Busy[d] = res.PeakMemory[f], res.ResidentMemory[f], res.Busy[f]
+				if res.Memory != nil {
+					res.Memory[d] = res.Memory[f]
+				}
 			}
 		}
 	}
