@@ -1,0 +1,164 @@
+package view
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/plan"
+)
+
+func formatBytes(b int64) string { return cluster.FormatBytes(b) }
+
+// traffic sums the copies between two endpoints (devices or stages).
+type traffic struct {
+	copies int
+	bytes  int64
+	ms     float64
+}
+
+func (t *traffic) label() string {
+	return fmt.Sprintf("%s in %d copies\n%s", formatBytes(t.bytes), t.copies, formatMS(t.ms))
+}
+
+// sumTraffic adds up the plan's transfers by the endpoints key gives
+// them; pairs a key maps to the same endpoint are dropped.
+func sumTraffic(l *layout, key func(dev int) int) (map[[2]int]*traffic, [][2]int) {
+	out := map[[2]int]*traffic{}
+	for _, tr := range l.p.Transfers {
+		from, to := key(l.devIndex[tr.From]), key(l.devIndex[tr.To])
+		if from == to || from < 0 || to < 0 {
+			continue
+		}
+		t := out[[2]int{from, to}]
+		if t == nil {
+			t = &traffic{}
+			out[[2]int{from, to}] = t
+		}
+		t.copies++
+		t.bytes += tr.Bytes
+		t.ms += tr.EndMS - tr.StartMS
+	}
+	keys := make([][2]int, 0, len(out))
+	for k := range out {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	return out, keys
+}
+
+// writeDevices draws one node per device that runs ops, in stage
+// clusters when the plan is staged, and one edge per pair of devices
+// that exchange tensors. Devices that only mirror a replica or sit idle
+// are listed, not drawn.
+func writeDevices(d *dot, l *layout) {
+	drawn := map[int]bool{}
+	forEachStage(l, func(st *plan.Stage, devs []int) {
+		if st != nil {
+			d.open(fmt.Sprintf("stage%d", st.Index), attr{"label", stageLabel(st, true)}, attr{"style", "dashed"}, attr{"color", "#333333"})
+		}
+		for _, dev := range devs {
+			if l.p.Devices[dev].Ops == 0 {
+				continue
+			}
+			drawn[dev] = true
+			d.node(fmt.Sprintf("d%d", dev), attr{"label", deviceLabel(l.p, dev)}, attr{"fillcolor", color(dev)})
+		}
+		if st != nil {
+			d.close()
+		}
+	})
+	var idle []string
+	mirrors := 0
+	for dev := range l.p.Devices {
+		switch {
+		case drawn[dev]:
+		case l.stageOf[dev] >= 0:
+			mirrors++
+		default:
+			idle = append(idle, l.p.Devices[dev].Name)
+		}
+	}
+	if len(idle) > 0 || mirrors > 0 {
+		s := ""
+		if mirrors > 0 {
+			s = fmt.Sprintf("%d more device(s) run replicas of the devices drawn", mirrors)
+		}
+		if len(idle) > 0 {
+			if s != "" {
+				s += "\n"
+			}
+			s += fmt.Sprintf("unused: %s", joinShort(idle, 8))
+		}
+		d.node("others", attr{"label", s}, attr{"shape", "note"}, attr{"fillcolor", idleColor})
+	}
+	sums, keys := sumTraffic(l, func(dev int) int { return dev })
+	for _, k := range keys {
+		d.edge(fmt.Sprintf("d%d", k[0]), fmt.Sprintf("d%d", k[1]), attr{"label", sums[k].label()},
+			attr{"color", transferColor}, attr{"fontcolor", transferColor}, attr{"penwidth", penwidth(sums[k].bytes, sums, keys)})
+	}
+}
+
+// writeStages draws one node per stage and the tensors stages send
+// each other.
+func writeStages(d *dot, l *layout) {
+	stages := l.p.Stages
+	for k := range stages {
+		st := &stages[k]
+		label := fmt.Sprintf("stage %d on %s (%s)\n%d ops, %s per micro-batch (compute %s, sends %s, sync %s)\npeak %s per device",
+			st.Index, joinShort(st.Devices, 4), st.DeviceType, len(st.Ops), formatMS(st.TimeMS), formatMS(st.ComputeMS),
+			formatMS(st.CommMS), formatMS(st.SyncMS), formatBytes(st.PeakMemoryBytes))
+		if st.Replicas > 1 {
+			label += fmt.Sprintf("\n%d replicas, all-reduce %s in %s", st.Replicas, formatBytes(st.AllReduceBytes), formatMS(st.AllReduceMS))
+		}
+		if st.ModulePrefix != "" {
+			label += "\nmodules " + st.ModulePrefix
+		}
+		if st.FirstOp != "" {
+			label += fmt.Sprintf("\n%s .. %s", st.FirstOp, st.LastOp)
+		}
+		dev := 0
+		if len(st.Devices) > 0 {
+			dev = l.devIndex[st.Devices[0]]
+		}
+		d.node(fmt.Sprintf("s%d", st.Index), attr{"label", label}, attr{"fillcolor", color(dev)})
+	}
+	sums, keys := sumTraffic(l, func(dev int) int { return l.stageOf[dev] })
+	for _, k := range keys {
+		d.edge(fmt.Sprintf("s%d", k[0]), fmt.Sprintf("s%d", k[1]), attr{"label", sums[k].label()},
+			attr{"color", transferColor}, attr{"fontcolor", transferColor}, attr{"penwidth", penwidth(sums[k].bytes, sums, keys)})
+	}
+}
+
+// penwidth scales an edge's width with its share of the largest
+// traffic, from 1 to 4.
+func penwidth(bytes int64, sums map[[2]int]*traffic, keys [][2]int) string {
+	var most int64
+	for _, k := range keys {
+		most = max(most, sums[k].bytes)
+	}
+	if most == 0 {
+		return "1"
+	}
+	return fmt.Sprintf("%.1f", 1+3*float64(bytes)/float64(most))
+}
+
+// joinShort joins names, eliding the middle past n.
+func joinShort(names []string, n int) string {
+	if len(names) > n {
+		names = append(slices.Clone(names[:n-1]), fmt.Sprintf("... (%d in all)", len(names)), names[len(names)-1])
+	}
+	s := ""
+	for i, name := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += name
+	}
+	return s
+}
