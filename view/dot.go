@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -167,9 +168,12 @@ func stageLabel(st *plan.Stage, staged bool) string {
 // replicaList names a stage's replicas compactly: "gpu0 | gpu1 | ...",
 // eliding the middle of long lists.
 func replicaList(st *plan.Stage) string {
-	reps := make([]string, len(st.ReplicaDevices))
-	for i, r := range st.ReplicaDevices {
-		reps[i] = strings.Join(r, "+")
+	reps := slices.Clone(st.Devices) // one device per replica
+	if len(st.ReplicaDevices) > 0 {
+		reps = make([]string, len(st.ReplicaDevices))
+		for i, r := range st.ReplicaDevices {
+			reps[i] = strings.Join(r, "+")
+		}
 	}
 	if len(reps) > 4 {
 		reps = append(reps[:2], "...", reps[len(reps)-1])

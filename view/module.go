@@ -16,6 +16,8 @@ type block struct {
 	path  []string // module path components
 	phase string
 	ops   []int // plan op indices, in the device's order
+	// pathless marks a block that so far holds only ops without a path.
+	pathless bool
 }
 
 // modulePath is the module an op belongs to, from its name: the
@@ -28,15 +30,11 @@ func modulePath(name string) []string {
 	return parts[:len(parts)-1]
 }
 
-// blockKey is an op's block key at a depth.
-type blockKey struct {
-	path  string
-	phase string
-}
-
 // moduleBlocks groups each device's kept ops, in the order the device
-// ran them, into blocks at the deepest module depth that stays within
-// the budget, then merges neighbouring blocks until it does.
+// ran them, into blocks of one top-level module and phase, then cuts
+// them into submodules, one level at a time, while the view stays within
+// its budget of blocks; past the budget at the top level, it merges
+// neighbouring blocks instead.
 func moduleBlocks(l *layout, o Options) []*block {
 	groupOf := map[string]string{}
 	for _, grp := range o.Groups {
@@ -46,14 +44,19 @@ func moduleBlocks(l *layout, o Options) []*block {
 	}
 	paths := make([][]string, len(l.p.Ops))
 	perDev := make([][]int, len(l.p.Devices))
-	maxDepth := 0
+	named := false // some op names carry a module path
+	for i := range l.p.Ops {
+		paths[i] = modulePath(l.p.Ops[i].Name)
+		named = named || len(paths[i]) > 0
+	}
 	for i := range l.p.Ops {
 		if !l.keep(i, o) {
+			paths[i] = nil
 			continue
 		}
 		op := &l.p.Ops[i]
-		paths[i] = modulePath(op.Name)
-		if len(paths[i]) == 0 {
+		if !named {
+			// Without module paths, fused groups are the blocks.
 			if grp, ok := groupOf[op.Name]; ok {
 				paths[i] = []string{"fused " + grp}
 			}
@@ -61,7 +64,6 @@ func moduleBlocks(l *layout, o Options) []*block {
 		if op.Phase == "update" {
 			paths[i] = nil // one block for a device's optimizer step
 		}
-		maxDepth = max(maxDepth, len(paths[i]))
 		perDev[l.opDev[i]] = append(perDev[l.opDev[i]], i)
 	}
 	for _, ops := range perDev {
@@ -75,33 +77,62 @@ func moduleBlocks(l *layout, o Options) []*block {
 			return a - b
 		})
 	}
-	at := func(depth int) []*block {
+	// group cuts a device's ops into blocks at a depth. An op without a
+	// module path (a weight's Identity, a Constant) joins the block it
+	// runs in rather than cutting it.
+	group := func(dev int, ops []int, depth int) []*block {
 		var out []*block
-		for d, ops := range perDev {
-			var last *block
-			var lastKey blockKey
-			for _, i := range ops {
-				p := paths[i][:min(depth, len(paths[i]))]
-				k := blockKey{strings.Join(p, "/"), l.p.Ops[i].Phase}
-				if last == nil || k != lastKey {
-					last = &block{dev: d, path: p, phase: k.phase}
-					lastKey = k
-					out = append(out, last)
-				}
-				last.ops = append(last.ops, i)
+		var last *block
+		for _, i := range ops {
+			p := paths[i][:min(depth, len(paths[i]))]
+			phase := l.p.Ops[i].Phase
+			switch {
+			case last != nil && last.phase == phase && len(paths[i]) == 0:
+			case last != nil && last.phase == phase && slices.Equal(last.path, p):
+			case last != nil && last.phase == phase && last.pathless:
+				last.path, last.pathless = p, false
+			default:
+				last = &block{dev: dev, path: p, phase: phase, pathless: len(p) == 0}
+				out = append(out, last)
 			}
+			last.ops = append(last.ops, i)
 		}
 		return out
 	}
-	blocks := at(1)
+	var blocks []*block
+	for d, ops := range perDev {
+		blocks = append(blocks, group(d, ops, 1)...)
+	}
+	if len(blocks) > o.MaxBlocks {
+		return mergeBlocks(blocks, o.MaxBlocks)
+	}
+	// Cut every block one level deeper while the view stays within its
+	// budget: one depth everywhere reads more evenly than a view deep in
+	// places.
+	maxDepth := 0
+	for _, p := range paths {
+		maxDepth = max(maxDepth, len(p))
+	}
 	for depth := 2; depth <= maxDepth; depth++ {
-		deeper := at(depth)
+		var deeper []*block
+		for _, b := range blocks {
+			deeper = append(deeper, group(b.dev, b.ops, depth)...)
+		}
 		if len(deeper) > o.MaxBlocks {
 			break
 		}
 		blocks = deeper
 	}
-	return mergeBlocks(blocks, o.MaxBlocks)
+	return blocks
+}
+
+// blockMS is the time a block's ops computed.
+func blockMS(l *layout, b *block) float64 {
+	var t float64
+	for _, i := range b.ops {
+		t += busyMS(&l.p.Ops[i])
+	}
+	return t
 }
 
 // mergeBlocks halves the blocks of every device, joining neighbours,
@@ -150,19 +181,25 @@ func blockLabel(l *layout, b *block, paramBytes, outBytes int64, critical bool) 
 			name = "optimizer"
 		}
 	}
-	// Merged blocks span modules below their common prefix.
-	modules := map[string]bool{}
-	for _, i := range b.ops {
-		modules[strings.Join(modulePath(l.p.Ops[i].Name), "/")] = true
+	// A block that spans submodules names the first and last it ran.
+	if b.phase != "update" {
+		var first, last string
+		for _, i := range b.ops {
+			if p := modulePath(l.p.Ops[i].Name); len(p) > len(b.path) && slices.Equal(p[:len(b.path)], b.path) {
+				if first == "" {
+					first = p[len(b.path)]
+				}
+				last = p[len(b.path)]
+			}
+		}
+		switch {
+		case first != "" && first != last:
+			name += fmt.Sprintf(": %s .. %s", first, last)
+		case first != "":
+			name += "/" + first
+		}
 	}
-	if len(modules) > 1 && b.phase != "update" {
-		name += fmt.Sprintf(" (%d modules)", len(modules))
-	}
-	var t float64
-	for _, i := range b.ops {
-		t += busyMS(&l.p.Ops[i])
-	}
-	s := fmt.Sprintf("%s\n%s: %d ops, %s", name, b.phase, len(b.ops), formatMS(t))
+	s := fmt.Sprintf("%s\n%s: %d ops, %s", name, b.phase, len(b.ops), formatMS(blockMS(l, b)))
 	if paramBytes > 0 || outBytes > 0 {
 		s += fmt.Sprintf("\nparams %s, writes %s", formatBytes(paramBytes), formatBytes(outBytes))
 	}
@@ -285,9 +322,37 @@ func writeModules(d *dot, l *layout, o Options) {
 		}
 		return a.to - b.to
 	})
+	// Within a device, only edges between consecutive blocks are drawn:
+	// a backward block reads the activations of every forward block
+	// before it, and drawing each such edge buries the picture. Every edge
+	// that crosses devices, and every edge of the critical path, is drawn.
+	next := map[int]int{}
+	for _, ks := range byDev {
+		for j := 1; j < len(ks); j++ {
+			next[ks[j-1]] = ks[j]
+		}
+	}
+	// Copies far smaller than the largest (a shape or a mask sent to
+	// every stage) are counted in the caption, not drawn.
+	var most int64
+	for _, e := range edges {
+		most = max(most, e.bytes)
+	}
+	var hidden int
+	var hiddenBytes int64
 	for _, k := range keys {
 		e := edges[k]
 		var attrs []attr
+		if blocks[k.from].dev == blocks[k.to].dev && !e.critical {
+			if n, ok := next[k.from]; !ok || n != k.to {
+				continue
+			}
+		}
+		if blocks[k.from].dev != blocks[k.to].dev && !e.critical && e.bytes*smallCopyRatio < most {
+			hidden++
+			hiddenBytes += e.bytes
+			continue
+		}
 		if blocks[k.from].dev != blocks[k.to].dev {
 			attrs = append(attrs, attr{"color", transferColor}, attr{"penwidth", "1.5"},
 				attr{"label", fmt.Sprintf("%s\n%s", formatBytes(e.bytes), formatMS(e.ms))}, attr{"fontcolor", transferColor})
@@ -297,7 +362,15 @@ func writeModules(d *dot, l *layout, o Options) {
 		}
 		d.edge(fmt.Sprintf("b%d", k.from), fmt.Sprintf("b%d", k.to), attrs...)
 	}
+	if hidden > 0 {
+		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows between devices not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
+			attr{"shape", "note"}, attr{"fillcolor", idleColor}, attr{"fontsize", "9"})
+	}
 }
+
+// smallCopyRatio: flows between devices under 1/smallCopyRatio of the
+// largest are not drawn.
+const smallCopyRatio = 1000
 
 // shareOf is what an op's activations are divided by on one device: its
 // stage's replicas times the micro-batches, for ops run per micro-batch.

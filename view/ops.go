@@ -61,7 +61,7 @@ func writeOps(d *dot, l *layout, o Options) error {
 			inGroup[k] = append(inGroup[k], i)
 		}
 		for _, k := range groups {
-			d.open(fmt.Sprintf("fused%d", k), attr{"label", "fused: " + o.Groups[k][0]}, attr{"style", "dashed"}, attr{"color", "#555555"})
+			d.open(fmt.Sprintf("fused_%d", k), attr{"label", "fused: " + o.Groups[k][0]}, attr{"style", "dashed"}, attr{"color", "#555555"})
 			for _, i := range inGroup[k] {
 				drawOp(i)
 			}

@@ -55,8 +55,9 @@ func ParseDetail(s string) (Detail, error) {
 const AllStages = -1
 
 // DefaultMaxBlocks is the block budget of a module view: dot lays out a
-// few dozen nodes in well under a second and a person can read them.
-const DefaultMaxBlocks = 40
+// few dozen nodes in well under a second, and a chain of 32 boxes still
+// reads on one screen.
+const DefaultMaxBlocks = 32
 
 // MaxOpViewOps bounds an op view: dot's layout time grows faster than
 // linearly in nodes and edges, and past a few hundred ops with clusters
@@ -82,7 +83,9 @@ type Options struct {
 }
 
 // DefaultOptions draws the module view of every stage.
-func DefaultOptions() Options { return Options{Detail: Modules, Stage: AllStages} }
+func DefaultOptions() Options {
+	return Options{Detail: Modules, Stage: AllStages, MaxBlocks: DefaultMaxBlocks}
+}
 
 // TooLargeError reports an op view too large for Graphviz to lay out in
 // seconds.

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -15,11 +15,11 @@ import (
 type planFlags struct {
 	dimFlags
 	deviceFlags
-	cluster   string
-	strategy  string
-	output    string
-	out       string
-	dot       string
+	cluster  string
+	strategy string
+	output   string
+	out      string
+	viewFlags
 	verbose   bool
 	mode      string
 	optimizer string
@@ -49,29 +49,34 @@ families a bound proves cannot win), or one of
 
 Without --out the plan goes to stdout in the -o format (json by default). With
 --out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
-gets the table unless -o says otherwise. Files are written atomically.`,
+gets the table unless -o says otherwise. Files are written atomically, and
+only once every output was made.
+
+` + viewHelp,
 		Example: `  # Plan ResNet-50 on four V100s and print a summary table
   opplace plan testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml -o table
 
   # Pipeline parallelism: stages, replicas and micro-batches for GPT-2 on two hosts
   opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --dim batch=8 --strategy pipeline -o table
 
-  # BERT with its symbolic batch bound, plan and Graphviz view to files
-  opplace plan bert.onnx --cluster c.yaml --dim batch=16 --out plan.json --dot plan.dot
-  dot -Tsvg plan.dot > plan.svg`,
+  # BERT with its symbolic batch bound: plan, picture and schedule trace to files
+  opplace plan bert.onnx --cluster c.yaml --dim batch=16 --out plan.json --svg plan.svg --trace step.json
+
+  # Every op of one pipeline stage, as Graphviz source
+  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --strategy pipeline --dot s2.dot --dot-detail op --dot-stage 2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd, args[0], f)
 		},
 	}
-	f.register(cmd)
+	f.dimFlags.register(cmd)
 	f.registerDevices(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
 	fl.StringVarP(&f.output, "output", "o", "", "stdout format: json, yaml or table (default json, or table with --out)")
 	fl.StringVar(&f.out, "out", "", "write the plan to this file (JSON, or YAML for .yaml/.yml)")
-	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the placed graph to this file")
+	f.viewFlags.register(cmd)
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
@@ -84,8 +89,11 @@ gets the table unless -o says otherwise. Files are written atomically.`,
 }
 
 func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
-	importOpts, err := f.options()
+	importOpts, err := f.dimFlags.options()
 	if err != nil {
+		return err
+	}
+	if _, err := f.viewFlags.options(); err != nil {
 		return err
 	}
 	stdoutFormat := plan.JSON
@@ -130,19 +138,23 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	}
+	outs, err := f.pictures(cmd.Context(), res, &fusion)
+	if err != nil {
+		return err
+	}
 	if f.out != "" {
 		fileFormat := plan.JSON
 		if ext := strings.ToLower(filepath.Ext(f.out)); ext == ".yaml" || ext == ".yml" {
 			fileFormat = plan.YAML
 		}
-		if err := plan.WriteFileAtomic(f.out, func(w io.Writer) error { return plan.Write(w, res.Plan, fileFormat) }); err != nil {
+		var b bytes.Buffer
+		if err := plan.Write(&b, res.Plan, fileFormat); err != nil {
 			return err
 		}
+		outs = append([]output{{f.out, b.Bytes()}}, outs...)
 	}
-	if f.dot != "" {
-		if err := plan.WriteFileAtomic(f.dot, func(w io.Writer) error { return writePlanDOT(w, res, &fusion) }); err != nil {
-			return err
-		}
+	if err := writeOutputs(outs); err != nil {
+		return err
 	}
 	if err := f.emit(model, res); err != nil {
 		return err

@@ -173,7 +173,7 @@ func TestPlanFusionFlag(t *testing.T) {
 	var steps []float64
 	for _, mode := range []string{"none", "vertical", "horizontal", "hybrid"} {
 		dot := filepath.Join(dir, mode+".dot")
-		code, stdout, stderr := invoke(t, "plan", model, "--cluster", cl, "--mode", "infer", "--fusion", mode, "--dot", dot, "-v")
+		code, stdout, stderr := invoke(t, "plan", model, "--cluster", cl, "--mode", "infer", "--fusion", mode, "--dot", dot, "--dot-detail", "op", "-v")
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", mode, code, stderr)
 		}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/view"
+)
+
+// viewFlags are plan's pictures of the result: Graphviz views, rendered
+// or not, and the schedule as a trace.
+type viewFlags struct {
+	dot, svg, png string
+	detail        string
+	stage         int
+	module        string
+	trace         string
+}
+
+func (f *viewFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.dot, "dot", "", "write a Graphviz view of the plan to this file (see --dot-detail)")
+	fl.StringVar(&f.svg, "svg", "", "render the Graphviz view to this SVG file (needs Graphviz's dot)")
+	fl.StringVar(&f.png, "png", "", "render the Graphviz view to this PNG file (needs Graphviz's dot)")
+	fl.StringVar(&f.detail, "dot-detail", string(view.Modules), "level of the Graphviz view: device, stage, module (blocks of a module's consecutive ops, the default) or op")
+	fl.IntVar(&f.stage, "dot-stage", view.AllStages, "draw only this stage's ops in the module and op views")
+	fl.StringVar(&f.module, "dot-module", "", "draw only ops whose name starts with this module path in the module and op views, e.g. /layer3/")
+	fl.StringVar(&f.trace, "trace", "", "write the simulated step as a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
+}
+
+// options checks the flags before any work is done.
+func (f *viewFlags) options() (view.Options, error) {
+	o := view.DefaultOptions()
+	d, err := view.ParseDetail(f.detail)
+	if err != nil {
+		return o, usageError{fmt.Errorf("--dot-detail: %w", err)}
+	}
+	if f.stage < view.AllStages {
+		return o, usageError{fmt.Errorf("--dot-stage %d: stages count from 0", f.stage)}
+	}
+	o.Detail, o.Stage, o.Module = d, f.stage, f.module
+	return o, nil
+}
+
+// pictures makes every picture asked for, before any file is written, so
+// a view that cannot be drawn leaves no file behind.
+func (f *viewFlags) pictures(ctx context.Context, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output, error) {
+	if f.dot == "" && f.svg == "" && f.png == "" && f.trace == "" {
+		return nil, nil
+	}
+	o, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	var outs []output
+	if f.dot != "" || f.svg != "" || f.png != "" {
+		o.Groups = fusedGroups(fusion)
+		var dot bytes.Buffer
+		if err := view.WriteDOT(&dot, res.Plan, res.Graph, o); err != nil {
+			var big *view.TooLargeError
+			if errors.As(err, &big) {
+				return nil, usageError{fmt.Errorf("%w; e.g. --dot-stage 0, --dot-module PREFIX or --dot-detail module", err)}
+			}
+			return nil, usageError{fmt.Errorf("--dot-detail %s: %w", o.Detail, err)}
+		}
+		if f.dot != "" {
+			outs = append(outs, output{f.dot, dot.Bytes()})
+		}
+		for _, pic := range []struct{ path, format string }{{f.svg, "svg"}, {f.png, "png"}} {
+			if pic.path == "" {
+				continue
+			}
+			data, err := view.Render(ctx, dot.Bytes(), pic.format, 0)
+			if err != nil {
+				return nil, fmt.Errorf("--%s %s: %w", pic.format, pic.path, err)
+			}
+			outs = append(outs, output{pic.path, data})
+		}
+	}
+	if f.trace != "" {
+		var b bytes.Buffer
+		if err := view.WriteTrace(&b, res.Plan); err != nil {
+			return nil, err
+		}
+		outs = append(outs, output{f.trace, b.Bytes()})
+	}
+	return outs, nil
+}
+
+// output is one file to write.
+type output struct {
+	path string
+	data []byte
+}
+
+func writeOutputs(outs []output) error {
+	for _, o := range outs {
+		if err := plan.WriteFileAtomic(o.path, func(w io.Writer) error { _, err := w.Write(o.data); return err }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fusedGroups lists the fused groups the plan was made on, each its
+// name and its members' op names.
+func fusedGroups(r *pipeline.FusionReport) [][]string {
+	if r == nil || r.Coarse == nil {
+		return nil
+	}
+	var groups [][]string
+	for k, members := range r.Coarse.Members {
+		if len(members) < 2 {
+			continue
+		}
+		names := []string{r.Coarse.Graph.Ops[k].Name}
+		for _, m := range members {
+			names = append(names, r.Coarse.Fine.Ops[m].Name)
+		}
+		groups = append(groups, names)
+	}
+	return groups
+}
+
+// viewHelp is the plan command's help on its pictures.
+var viewHelp = strings.TrimSpace(`
+Pictures: --dot writes a Graphviz view, --svg and --png render it with
+Graphviz's dot (installed separately), --trace writes the simulated step for
+ui.perfetto.dev or chrome://tracing. The default view (--dot-detail module)
+stays small whatever the model's size: devices, or stages with their replicas,
+as clusters; inside them blocks of consecutive ops of one module path and
+phase, with their op count, time and memory; edges labelled with what crosses
+devices; the critical path in red.`)
