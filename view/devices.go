@@ -97,11 +97,7 @@ func writeDevices(d *dot, l *layout) {
 		}
 		d.node("others", attr{"label", s}, attr{"shape", "note"}, attr{"fillcolor", idleColor})
 	}
-	sums, keys := sumTraffic(l, func(dev int) int { return dev })
-	for _, k := range keys {
-		d.edge(fmt.Sprintf("d%d", k[0]), fmt.Sprintf("d%d", k[1]), attr{"label", sums[k].label()},
-			attr{"color", transferColor}, attr{"fontcolor", transferColor}, attr{"penwidth", penwidth(sums[k].bytes, sums, keys)})
-	}
+	drawTraffic(d, l, "d", func(dev int) int { return dev })
 }
 
 // writeStages draws one node per stage and the tensors stages send
@@ -128,24 +124,34 @@ func writeStages(d *dot, l *layout) {
 		}
 		d.node(fmt.Sprintf("s%d", st.Index), attr{"label", label}, attr{"fillcolor", color(dev)})
 	}
-	sums, keys := sumTraffic(l, func(dev int) int { return l.stageOf[dev] })
-	for _, k := range keys {
-		d.edge(fmt.Sprintf("s%d", k[0]), fmt.Sprintf("s%d", k[1]), attr{"label", sums[k].label()},
-			attr{"color", transferColor}, attr{"fontcolor", transferColor}, attr{"penwidth", penwidth(sums[k].bytes, sums, keys)})
-	}
+	drawTraffic(d, l, "s", func(dev int) int { return l.stageOf[dev] })
 }
 
-// penwidth scales an edge's width with its share of the largest
-// traffic, from 1 to 4.
-func penwidth(bytes int64, sums map[[2]int]*traffic, keys [][2]int) string {
+// drawTraffic draws one edge per pair of endpoints (devices or stages,
+// as key maps devices) that exchange tensors, wider for more bytes; flows
+// far smaller than the largest are counted in a note, not drawn.
+func drawTraffic(d *dot, l *layout, prefix string, key func(dev int) int) {
+	sums, keys := sumTraffic(l, key)
 	var most int64
 	for _, k := range keys {
 		most = max(most, sums[k].bytes)
 	}
-	if most == 0 {
-		return "1"
+	hidden, hiddenBytes := 0, int64(0)
+	for _, k := range keys {
+		t := sums[k]
+		if t.bytes*smallCopyRatio < most {
+			hidden++
+			hiddenBytes += t.bytes
+			continue
+		}
+		d.edge(fmt.Sprintf("%s%d", prefix, k[0]), fmt.Sprintf("%s%d", prefix, k[1]), attr{"label", t.label()},
+			attr{"color", transferColor}, attr{"fontcolor", transferColor},
+			attr{"penwidth", fmt.Sprintf("%.1f", 1+3*float64(t.bytes)/float64(most))})
 	}
-	return fmt.Sprintf("%.1f", 1+3*float64(bytes)/float64(most))
+	if hidden > 0 {
+		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
+			attr{"shape", "note"}, attr{"fillcolor", idleColor}, attr{"fontsize", "9"})
+	}
 }
 
 // joinShort joins names, eliding the middle past n.

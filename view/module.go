@@ -363,7 +363,7 @@ func writeModules(d *dot, l *layout, o Options) {
 		d.edge(fmt.Sprintf("b%d", k.from), fmt.Sprintf("b%d", k.to), attrs...)
 	}
 	if hidden > 0 {
-		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows between devices not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
+		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
 			attr{"shape", "note"}, attr{"fillcolor", idleColor}, attr{"fontsize", "9"})
 	}
 }

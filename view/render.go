@@ -17,6 +17,9 @@ const RenderTimeout = 60 * time.Second
 // ErrNoGraphviz is returned when Graphviz's dot is not installed.
 var ErrNoGraphviz = errors.New("rendering needs Graphviz's dot program on PATH (Debian and Ubuntu: apt install graphviz; macOS: brew install graphviz); the .dot view can still be written and rendered elsewhere")
 
+// ErrRenderTimeout is returned when Graphviz ran past its time limit.
+var ErrRenderTimeout = errors.New("Graphviz did not lay the view out in time: draw a coarser level or fewer ops")
+
 // RenderFormats are the picture formats Render writes.
 var RenderFormats = []string{"svg", "png"}
 
@@ -47,7 +50,7 @@ func Render(ctx context.Context, dot []byte, format string, timeout time.Duratio
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("Graphviz did not lay the view out in %v: draw a coarser level or fewer ops", timeout)
+			return nil, fmt.Errorf("%w (limit %v)", ErrRenderTimeout, timeout)
 		}
 		return nil, fmt.Errorf("Graphviz failed: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}

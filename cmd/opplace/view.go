@@ -80,7 +80,11 @@ func (f *viewFlags) pictures(ctx context.Context, res *pipeline.Result, fusion *
 			}
 			data, err := view.Render(ctx, dot.Bytes(), pic.format, 0)
 			if err != nil {
-				return nil, fmt.Errorf("--%s %s: %w", pic.format, pic.path, err)
+				err = fmt.Errorf("--%s %s: %w", pic.format, pic.path, err)
+				if errors.Is(err, view.ErrNoGraphviz) || errors.Is(err, view.ErrRenderTimeout) {
+					err = usageError{err} // the environment or the view's size, not a bug
+				}
+				return nil, err
 			}
 			outs = append(outs, output{pic.path, data})
 		}
