@@ -219,3 +219,39 @@ func TestClusterExamplesMatchDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestDocPictures regenerates the Graphviz views the README and
+// docs/views.md show and checks they are the committed ones; the SVG
+// beside each was rendered from it (`--dot F.dot --svg F.svg`).
+func TestDocPictures(t *testing.T) {
+	for _, tc := range []struct {
+		dot  string
+		args []string
+	}{
+		{"worked-example.dot", []string{"plan", "testdata/models/resnet50.onnx", "--cluster", "testdata/clusters/4xV100.yaml"}},
+		{"resnet50-hetero.dot", []string{"plan", "testdata/models/resnet50.onnx", "--cluster", "testdata/clusters/hetero.yaml"}},
+	} {
+		out := filepath.Join(t.TempDir(), tc.dot)
+		args := append([]string{}, tc.args...)
+		for i, a := range args {
+			if strings.HasPrefix(a, "testdata/") {
+				args[i] = "../../" + a
+			}
+		}
+		if code, _, stderr := invoke(t, append(args, "--dot", out, "-o", "table")...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.dot, code, stderr)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("../../docs/img", tc.dot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.ReplaceAll(string(got), "../../testdata/", "testdata/") != string(want) {
+			t.Errorf("docs/img/%s is out of date: regenerate it and its SVG with bin/opplace %s --dot docs/img/%s --svg docs/img/%s",
+				tc.dot, strings.Join(tc.args, " "), tc.dot, strings.TrimSuffix(tc.dot, ".dot")+".svg")
+		}
+	}
+}
