@@ -58,7 +58,7 @@ func Load(path string) (*Cluster, error) {
 
 // Parse reads a cluster file's contents; file names it in errors and
 // gives the cluster its default name. The format is described in
-// the README ("Cluster files"). Every error is a *FileError naming the line and field at
+// docs/clusters.md. Every error is a *FileError naming the line and field at
 // fault; the returned cluster has passed Validate.
 func Parse(data []byte, file string) (*Cluster, error) {
 	p := &parser{file: file}

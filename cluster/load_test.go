@@ -246,25 +246,20 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// TestFormatExamples parses every yaml block of the README's "Cluster
-// files" section, so that the documentation cannot drift from the loader.
+// TestFormatExamples parses every yaml block of docs/clusters.md, so
+// that the documentation cannot drift from the loader.
 func TestFormatExamples(t *testing.T) {
-	doc, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/clusters.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, found := strings.Cut(string(doc), "\n## Cluster files\n")
-	if !found {
-		t.Fatal(`README.md has no "## Cluster files" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	blocks := strings.Split(section, "```yaml\n")[1:]
+	blocks := strings.Split(string(doc), "```yaml\n")[1:]
 	if len(blocks) < 2 {
-		t.Fatalf("found %d yaml blocks in the README's cluster section, want at least 2", len(blocks))
+		t.Fatalf("found %d yaml blocks in docs/clusters.md, want at least 2", len(blocks))
 	}
 	for i, b := range blocks {
 		src, _, _ := strings.Cut(b, "```")
-		c, err := Parse([]byte(src), "README.md")
+		c, err := Parse([]byte(src), "docs/clusters.md")
 		if err != nil {
 			t.Errorf("block %d: %v", i, err)
 			continue

@@ -6,7 +6,7 @@
 // Two formats are read, told apart by content:
 //
 //   - opplace-costed-graph/v1, opplace's own documented format (see
-//     File, and the README section "Costed graphs"): ops with a time per
+//     File, and docs/costed-graphs.md): ops with a time per
 //     device type name, parameter, output and scratch bytes, a colocation
 //     group and a phase; edges with bytes and an optional explicit
 //     transfer time.

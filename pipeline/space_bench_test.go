@@ -15,7 +15,7 @@ import (
 	"github.com/opplace/opplace/strategy"
 )
 
-// BenchmarkPlanSpace is the README's plan-space table: for every shared
+// BenchmarkPlanSpace is docs/plan-space.md's table: for every shared
 // model on every bundled cluster (training steps), the best step of each
 // family, auto's choice, the work bound and auto's gap to it, and auto's
 // wall time. Families auto pruned are evaluated anyway (outside the timed

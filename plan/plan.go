@@ -1,7 +1,7 @@
 // Package plan is the document opplace writes: which device runs every
 // op, when, what crosses between devices, and what the step is predicted
-// to cost. It renders the plan as JSON, YAML, a human table and Graphviz
-// DOT, and writes files atomically.
+// to cost. It renders the plan as JSON, YAML and a human table, and writes
+// files atomically; package view draws it.
 package plan
 
 import (
