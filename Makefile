@@ -14,8 +14,10 @@ all: build
 # Debian packages: Clp and Cbc are the LP and MIP solvers behind m-sct and
 # ilp (cgo, found with pkg-config); graphviz renders the DOT views (tests
 # check they render); libonnx-testdata is ONNX's conformance suite;
-# python3-onnx runs ONNX's checker on annotated models in the tests.
-APT_PACKAGES := coinor-libclp-dev coinor-libcbc-dev pkg-config g++ graphviz libonnx-testdata python3-onnx
+# python3-onnx runs ONNX's checker on annotated models in the tests;
+# chromium (headless, as root with --no-sandbox) opens opplace report's HTML
+# page in the tests, which check it renders and take a screenshot.
+APT_PACKAGES := coinor-libclp-dev coinor-libcbc-dev pkg-config g++ graphviz libonnx-testdata python3-onnx chromium
 
 setup:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
