@@ -232,7 +232,7 @@ func buildGantt(p *plan.Plan, stageOf map[string]int) *gantt {
 			j++
 		}
 		bottom := ys[j-1] + rowHeight(rows[j-1])
-		c.rect(4, ys[i]-2, chartW-8, bottom-ys[i]+4, "band", "")
+		c.Bands = append(c.Bands, svgRect{X: "4", Y: num(ys[i] - 2), W: num(chartW - 8), H: num(bottom - ys[i] + 4), Class: "band"})
 	}
 	vals, step := ticks(end, 10)
 	axisY := h - ganttAxisH + 4
@@ -278,8 +278,8 @@ func buildGantt(p *plan.Plan, stageOf map[string]int) *gantt {
 		g.Legend = append(g.Legend, legendItem{"gf1", "odd micro-batches (lighter shade)"})
 	}
 	px := end / (ganttX1 - ganttX0)
-	g.Notes = append(g.Notes, fmt.Sprintf("%d op runs, %d transfers and %d all-reduce buckets drawn as %d bars. Runs narrower than a pixel (%s at full width) are merged into one bar per row and pixel column, contiguous columns of one phase into one bar; hover a bar for its ops, micro-batches and times.",
-		runs, len(p.Transfers), len(p.AllReduces), rects, shortMS(px)))
+	g.Notes = append(g.Notes, fmt.Sprintf("%s, %s and %s drawn as %s. Runs narrower than a pixel (%s at full width) are merged into one bar per row and pixel column, contiguous columns of one phase into one bar; hover a bar for its ops, micro-batches and times.",
+		count(runs, "op run"), count(len(p.Transfers), "transfer"), count(len(p.AllReduces), "all-reduce bucket"), count(rects, "bar"), shortMS(px)))
 	if !perLink {
 		g.Notes = append(g.Notes, fmt.Sprintf("Transfers cross %d device pairs, so each device has one row of everything it sends.", len(links)))
 	}

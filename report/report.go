@@ -123,8 +123,8 @@ func build(ctx context.Context, p *plan.Plan, o Options) *page {
 	devicesTable(pg, p, stageOf)
 	pg.Gantt = buildGantt(p, stageOf)
 	if mirrors := mirrorDevices(p, stageOf); len(mirrors) > 0 {
-		pg.Gantt.Notes = append([]string{fmt.Sprintf("Rows show the devices that run the plan's ops, the first replica of each stage. %s (%d devices) run the other replicas: the same schedule on their share of the batch, so they are not drawn.",
-			joinShort(mirrors, 6), len(mirrors))}, pg.Gantt.Notes...)
+		pg.Gantt.Notes = append([]string{fmt.Sprintf("Rows show the devices that run the plan's ops, the first replica of each stage. The other replicas, on %s (%s), run the same schedule on their share of the batch, so they are not drawn.",
+			joinShort(mirrors, 6), count(len(mirrors), "device"))}, pg.Gantt.Notes...)
 	}
 	pg.Memory, pg.MemoryNotes = buildMemory(p, stageOf)
 	stagesTable(pg, p)
@@ -205,13 +205,13 @@ func summary(pg *page, p *plan.Plan) {
 		}
 	}
 	cards = append(cards, card{Key: "Devices", Value: fmt.Sprintf("%d of %d", used, len(p.Devices)), Note: "hold memory in the step"})
-	cards = append(cards, card{Key: "Across devices", Value: fmtBytes(p.CrossDeviceBytes), Note: fmt.Sprintf("%d transfers", len(p.Transfers))})
+	cards = append(cards, card{Key: "Across devices", Value: fmtBytes(p.CrossDeviceBytes), Note: count(len(p.Transfers), "transfer")})
 	if len(p.AllReduces) > 0 {
 		var b int64
 		for _, a := range p.AllReduces {
 			b += a.Bytes
 		}
-		cards = append(cards, card{Key: "All-reduce", Value: fmtBytes(b), Note: fmt.Sprintf("%d buckets of gradients per replica", len(p.AllReduces))})
+		cards = append(cards, card{Key: "All-reduce", Value: fmtBytes(b), Note: count(len(p.AllReduces), "bucket") + " of gradients per replica"})
 	}
 	if p.EstimatedStepMS > 0 && p.PredictedStepMS > 0 {
 		cards = append(cards, card{Key: "Strategy's estimate", Value: fmtMS(p.EstimatedStepMS),
@@ -439,7 +439,7 @@ func candidates(pg *page, p *plan.Plan) {
 		labelClass := "cl"
 		if status == candChosen {
 			labelClass = "clc"
-			ch.rect(4, y, chartW-8, candRowH, "crow", "")
+			ch.Bands = append(ch.Bands, svgRect{X: "4", Y: num(y), W: num(chartW - 8), H: num(candRowH), Class: "crow"})
 		}
 		ch.text(candX0-10, y+candRowH/2+4, "end", labelClass, clip(c.Strategy, 30), c.Strategy+" ("+c.Family+")")
 		ch.text(12, y+candRowH/2+4, "start", "cf", c.Family, "")

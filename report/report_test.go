@@ -182,7 +182,7 @@ func TestReportContent(t *testing.T) {
 				`forward, micro-batch 3`, `backward, micro-batch 0`, `class="gf1"`, `class="gb1"`,
 				`odd micro-batches (lighter shade)`, `<div class="v">4</div><div class="n">1f1b schedule, bubble 25.0%</div>`,
 				`>stage 1<`, `all-reduce of stage 1 gradients`, `64.00 MiB across 2 devices`,
-				`gpu2 (1 devices) run the other replicas`, `stage 1 replica`,
+				`The other replicas, on gpu2 (1 device), run the same schedule`, `stage 1 replica`,
 				`Module prefix`, `/<wbr>blocks.1/<wbr>`, `<tr class="bottleneck"><td class="num">1</td>`,
 				`64.00 MiB<div class="subnum">in 3.000 ms</div>`,
 				`The slowest stage (highlighted) sets the pipeline&#39;s pace: 9.000 ms per micro-batch.`,

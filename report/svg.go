@@ -15,8 +15,9 @@ import (
 // escapes and places them.
 type svgChart struct {
 	W, H  int
-	Label string // the picture's accessible name
-	Class string // the svg element's class
+	Label string    // the picture's accessible name
+	Class string    // the svg element's class
+	Bands []svgRect // backgrounds, under the grid
 	Lines []svgLine
 	Rects []svgRect
 	Paths []svgPath
@@ -174,4 +175,12 @@ func joinShort(names []string, n int) string {
 		return strings.Join(names, ", ")
 	}
 	return strings.Join(names[:n-2], ", ") + fmt.Sprintf(", … (%d in all), ", len(names)) + names[len(names)-1]
+}
+
+// count prints n and a noun, plural unless n is 1: "1 bucket", "2 buckets".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

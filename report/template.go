@@ -194,7 +194,8 @@ i.gf0{background:#3f6fa8}i.gf1{background:#86aedb}i.gb0{background:#e0701f}i.gu{
 </body>
 </html>
 {{define "svg"}}<svg class="{{.Class}}{{if ne .Class "sbar"}} chart{{end}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="{{.Label}}">
-{{range .Lines}}<line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" class="{{.Class}}"/>
+{{range .Bands}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" class="{{.Class}}"/>
+{{end}}{{range .Lines}}<line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" class="{{.Class}}"/>
 {{end}}{{range .Rects}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" class="{{.Class}}">{{if .Title}}<title>{{.Title}}</title>{{end}}</rect>
 {{end}}{{range .Paths}}<path d="{{.D}}" class="{{.Class}}">{{if .Title}}<title>{{.Title}}</title>{{end}}</path>
 {{end}}{{range .Dots}}<circle cx="{{.X}}" cy="{{.Y}}" r="{{.R}}" class="{{.Class}}">{{if .Title}}<title>{{.Title}}</title>{{end}}</circle>
