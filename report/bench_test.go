@@ -44,7 +44,7 @@ func BenchmarkReport(b *testing.B) {
 			var size int
 			b.ResetTimer()
 			for b.Loop() {
-				p, err := ReadPlan(path)
+				p, err := plan.ReadFile(path)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -3,16 +3,11 @@ package report
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/opplace/opplace/plan"
 )
@@ -254,7 +249,7 @@ func TestReportDeterministic(t *testing.T) {
 			if err := plan.Write(&buf, p, enc); err != nil {
 				t.Fatal(err)
 			}
-			q, err := DecodePlan(buf.Bytes())
+			q, err := plan.Decode(buf.Bytes())
 			if err != nil {
 				t.Fatalf("%s: %v", enc, err)
 			}
@@ -297,52 +292,6 @@ func TestReportMergesNarrowRuns(t *testing.T) {
 		if !strings.Contains(html, w) {
 			t.Errorf("report lacks %q", w)
 		}
-	}
-}
-
-func TestReadPlan(t *testing.T) {
-	dir := t.TempDir()
-	p := pipelinePlan()
-	write := func(name string, data []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	js, _ := json.Marshal(p)
-	ym, _ := yaml.Marshal(p)
-	for _, path := range []string{write("plan.json", js), write("plan.yaml", ym), write("yaml-named.json", ym)} {
-		q, err := ReadPlan(path)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if q.Strategy != p.Strategy || len(q.Ops) != len(p.Ops) || len(q.Ops[0].Runs) != 4 || len(q.Devices[0].Memory) != 3 {
-			t.Errorf("%s: read back %+v", path, q)
-		}
-	}
-	bad := []struct {
-		name, data, want string
-	}{
-		{"empty.json", "  \n", "the file is empty"},
-		{"truncated.json", string(js[:len(js)/2]), "not a valid JSON plan"},
-		{"cluster.yaml", "name: c\nhosts:\n  - name: h\n", "lists no devices"},
-		{"garbage.yaml", "\x00\x01: [", "not a valid plan"},
-		{"stray.json", `{"devices":[{"name":"a"}],"ops":[{"name":"x","device":"b"}]}`, `op "x" is placed on "b"`},
-	}
-	for _, b := range bad {
-		path := write(b.name, []byte(b.data))
-		_, err := ReadPlan(path)
-		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("%s: err = %v, want one naming the file and saying %q", b.name, err, b.want)
-		}
-	}
-	missing := filepath.Join(dir, "missing.json")
-	if _, err := ReadPlan(missing); err == nil || err.Error() != missing+": cannot read the plan: no such file or directory" {
-		t.Errorf("missing file: err = %v", err)
-	}
-	if _, err := ReadPlan(dir); err == nil || !strings.Contains(err.Error(), dir+": cannot read the plan") {
-		t.Errorf("directory: err = %v", err)
 	}
 }
 

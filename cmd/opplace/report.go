@@ -53,7 +53,7 @@ func runReport(cmd *cobra.Command, path string, f *reportFlags) error {
 	if f.out == "" {
 		return usageError{errors.New("--out FILE is required (-o - writes the page to stdout)")}
 	}
-	p, err := report.ReadPlan(path)
+	p, err := plan.ReadFile(path)
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}

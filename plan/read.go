@@ -1,4 +1,4 @@
-package report
+package plan
 
 import (
 	"bytes"
@@ -10,13 +10,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/opplace/opplace/plan"
 )
 
-// ReadPlan reads a plan document as opplace plan --out writes it, JSON or
-// YAML (told apart by content, not by extension). Every error names the
+// ReadFile reads a plan document as Write writes it, JSON or YAML (told
+// apart by content, not by extension). Every error names the
 // file and says what is wrong with it in one line.
-func ReadPlan(path string) (*plan.Plan, error) {
+func ReadFile(path string) (*Plan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -25,21 +24,21 @@ func ReadPlan(path string) (*plan.Plan, error) {
 		}
 		return nil, fmt.Errorf("%s: cannot read the plan: %w", path, err)
 	}
-	p, err := DecodePlan(data)
+	p, err := Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
 }
 
-// DecodePlan parses a plan document, JSON or YAML, and checks that it is
+// Decode parses a plan document, JSON or YAML, and checks that it is
 // one: it lists devices, and every op and transfer names one of them.
-func DecodePlan(data []byte) (*plan.Plan, error) {
+func Decode(data []byte) (*Plan, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, errors.New("the file is empty; expected a plan written by opplace plan --out")
+		return nil, errors.New("the file is empty; expected a plan document")
 	}
-	p := &plan.Plan{}
+	p := &Plan{}
 	if trimmed[0] == '{' {
 		if err := json.Unmarshal(trimmed, p); err != nil {
 			return nil, fmt.Errorf("not a valid JSON plan: %v", err)
@@ -57,9 +56,9 @@ func DecodePlan(data []byte) (*plan.Plan, error) {
 
 // check catches documents that parse but are no plan (a cluster file, a
 // truncated plan), so the report never draws nonsense.
-func check(p *plan.Plan) error {
+func check(p *Plan) error {
 	if len(p.Devices) == 0 {
-		return errors.New("it lists no devices (is it a plan written by opplace plan --out?)")
+		return errors.New("it lists no devices (is it a plan document?)")
 	}
 	devs := make(map[string]bool, len(p.Devices))
 	for _, d := range p.Devices {
