@@ -3,11 +3,13 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -82,12 +84,60 @@ func Load(path string, opts Options) (*Model, error) {
 	if st.IsDir() {
 		return nil, &InputError{path, errors.New("is a directory, not an ONNX model file")}
 	}
-	data, err := os.ReadFile(path)
+	r := progress.Default()
+	if st.Size() < bigModel || !progress.Enabled(r) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, &InputError{path, unwrapPathError(err)}
+		}
+		return Decode(data, path, opts)
+	}
+	data, err := readReporting(r, path, st.Size())
 	if err != nil {
 		return nil, &InputError{path, unwrapPathError(err)}
 	}
+	decoding := r.Start("onnx: decoding "+filepath.Base(path), 0)
+	defer decoding.Done()
 	return Decode(data, path, opts)
 }
+
+// bigModel is the size from which Load reports its reading and decoding
+// (to the process's progress reporter, progress.Default); a variable for
+// tests.
+var bigModel int64 = 64 << 20
+
+// readReporting reads the file at path, of about size bytes, reporting
+// the bytes read every readChunk.
+func readReporting(r progress.Reporter, path string, size int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	task := progress.StartUnit(r, "onnx: reading "+filepath.Base(path), size, progress.Bytes)
+	defer task.Done()
+	data := make([]byte, size)
+	off := 0
+	for off < len(data) {
+		n, err := f.Read(data[off:min(off+readChunk, len(data))])
+		off += n
+		task.Add(int64(n))
+		if err == io.EOF {
+			return data[:off], nil // the file shrank
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	rest, err := io.ReadAll(f) // the file grew
+	if err != nil {
+		return nil, err
+	}
+	return append(data, rest...), nil
+}
+
+// readChunk is how much readReporting reads between reports.
+const readChunk = 4 << 20
 
 func unwrapPathError(err error) error {
 	var pe *fs.PathError

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
+
+	"github.com/opplace/opplace/internal/progress"
 )
 
 func init() {
@@ -75,6 +78,8 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	eps := p.Options.Epsilon
 	var red *reduction
 	var l *lattice
+	enumerated := sync.OnceFunc(progress.From(ctx).Start("exact: enumerating downsets", 0).Done)
+	defer enumerated()
 	// Search the unit graph itself when its downsets are few enough: the
 	// plan is then proven optimal with no reduction at all.
 	if eps > 0 {
@@ -114,6 +119,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 		}
 		eps *= 4
 	}
+	enumerated()
 	res := newResources(p.m)
 	if states := int64(l.n) * int64(res.n) * int64(min(p.Options.MaxMicroBatches, p.Costs.NumDevices())+1); states > 100_000_000 {
 		return fallback(fmt.Sprintf("%d downsets x %d device-count vectors is too many states", l.n, res.n))
@@ -138,7 +144,9 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	// The certificate: the relaxed optimum at the plan's M bounds every
 	// split of the unit graph from below.
 	rl := l.reweight(red.relaxU, red.relaxM)
+	bounding := progress.From(ctx).Start("exact: bounding the gap", 0)
 	lb, err := solveBounded(p, rl, pl.MicroBatches, pl.value, deadline, nil)
+	bounding.Done()
 	switch {
 	case errors.Is(err, errDeadline) || err == nil && lb == nil:
 		info.LowerBoundMs = 0
@@ -188,6 +196,8 @@ func exactOverM(ctx context.Context, p *Problem, chain *lattice, chains []*solut
 	}
 	sort.SliceStable(order, func(a, b int) bool { return stepOf(order[a]) < stepOf(order[b]) })
 	best := math.Inf(1) // shortest step among settled Ms
+	task := progress.From(ctx).Start("exact: downsets", int64(len(order)))
+	defer task.Done()
 	for _, i := range order {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
@@ -217,6 +227,7 @@ func exactOverM(ctx context.Context, p *Problem, chain *lattice, chains []*solut
 		if plans[i] != nil {
 			best = min(best, plans[i].step)
 		}
+		task.Add(1)
 	}
 	if pl = bestPlan(plans); pl == nil {
 		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", Ms, p.Costs.NumDevices())}
@@ -230,6 +241,8 @@ func chainSolutions(ctx context.Context, p *Problem, chain *lattice, work *int64
 	Ms := p.microBatchCandidates()
 	chains := make([]*solution, len(Ms))
 	plans := make([]*Plan, len(Ms))
+	task := progress.From(ctx).Start("exact: pipedream pass", int64(len(Ms)))
+	defer task.Done()
 	for i, M := range Ms {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
@@ -241,6 +254,7 @@ func chainSolutions(ctx context.Context, p *Problem, chain *lattice, work *int64
 		if chains[i] != nil {
 			plans[i] = p.report("exact", chains[i])
 		}
+		task.Add(1)
 	}
 	return chains, plans, nil
 }

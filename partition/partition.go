@@ -20,6 +20,7 @@ import (
 
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/internal/registry"
 )
 
@@ -233,11 +234,15 @@ func (p *Problem) microBatchCandidates() []int {
 // shortest simulated step (ties: fewer micro-batches).
 func (p *Problem) bestOverM(ctx context.Context, name string, solve func(M int) (*solution, error)) (*Plan, error) {
 	var best *Plan
-	for _, M := range p.microBatchCandidates() {
+	Ms := p.microBatchCandidates()
+	task := progress.From(ctx).Start(name+": micro-batch counts", int64(len(Ms)))
+	defer task.Done()
+	for _, M := range Ms {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		s, err := solve(M)
+		task.Add(1)
 		if err != nil {
 			return nil, err
 		}

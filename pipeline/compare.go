@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/strategy"
@@ -99,6 +100,8 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	for _, d := range r.cluster.Devices {
 		c.Devices = append(c.Devices, ComparedDevice{d.Name, d.Memory})
 	}
+	task := progress.From(ctx).Start("compare", int64(len(names)))
+	defer task.Done()
 	for _, name := range names {
 		s, err := strategy.New(name, cfg)
 		if err != nil {
@@ -135,6 +138,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			row.EstimatedStepMS = plan.MS(o.Estimate)
 		}
 		c.Strategies = append(c.Strategies, row)
+		task.Add(1)
 	}
 	return c, nil
 }

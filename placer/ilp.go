@@ -10,6 +10,7 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/cbc"
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -119,8 +120,10 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	if prob.MaxNodes <= 0 {
 		prob.MaxNodes = DefaultILPNodes
 	}
+	solving := progress.Timed(progress.From(ctx), fmt.Sprintf("ilp: Cbc (%gs limit)", secs), time.Duration(secs*float64(time.Second)))
 	sol, err := cbc.Solve(prob)
 	elapsed := time.Since(begin)
+	solving()
 	if err != nil {
 		return sim.Placement{}, err
 	}

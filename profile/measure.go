@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/progress"
 )
 
 // SourceGorgonia marks profiles measured by Measure.
@@ -98,10 +99,13 @@ func Measure(ctx context.Context, g *graph.Graph, opts MeasureOptions) (*Measure
 	res := &MeasureResult{Distinct: len(keys)}
 	p := &Profile{Format: FormatVersion, Source: SourceGorgonia, DeviceTypes: []DeviceType{dt}}
 	unsup := map[string]*Unsupported{}
+	task := progress.From(ctx).Start("profile: measuring ops", int64(len(keys)))
+	defer task.Done()
 	for n, k := range keys {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		task.Set(int64(n))
 		ids := byKey[k]
 		first := &g.Ops[ids[0]]
 		if opts.Progress != nil {

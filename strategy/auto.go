@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 )
@@ -101,6 +102,8 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 	best := -1
 	var outs []Outcome
 	var fails []placer.Failure
+	task := progress.From(ctx).Start("auto", int64(len(names)))
+	defer task.Done()
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return outs, -1, err
@@ -114,6 +117,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 			if lb := familyBound(p, fam); lb >= outs[best].Sim.Step {
 				outs = append(outs, Outcome{Strategy: name, Family: fam,
 					Pruned: fmt.Sprintf("any %s plan takes at least %.3f ms, %s already takes %.3f ms", fam, lb*1e3, outs[best].Strategy, outs[best].Sim.Step*1e3)})
+				task.Add(1)
 				continue
 			}
 		}
@@ -128,6 +132,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		if o.Err != nil && !errors.Is(o.Err, ErrNotApplicable) {
 			fails = append(fails, placer.Failure{Strategy: name, Err: Infeasible(p, o.Err)})
 		}
+		task.Add(1)
 	}
 	if best < 0 {
 		if len(fails) == 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
@@ -39,11 +40,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Errors before a command starts running (unknown command, wrong
 	// argument count, missing flag) are usage errors.
 	started := false
-	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	// Progress bars go to stderr when it is a terminal and -q is not
+	// given: the reporter rides in the command's context (and is the
+	// process default for model import, which has none).
+	var term *progress.Terminal
+	restore := func() {}
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		started = true
+		quiet, _ := cmd.Flags().GetBool("quiet")
+		r := progress.ForWriter(stderr, quiet)
+		if t, ok := r.(*progress.Terminal); ok {
+			term = t
+			cmd.SetErr(t.Writer())
+			restore = progress.SetDefault(t)
+		}
+		cmd.SetContext(progress.With(cmd.Context(), r))
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.Execute()
+	if term != nil {
+		term.Close()
+		restore()
+	}
 	if err == nil {
 		return exitOK
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -167,7 +166,6 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		}
 		res, err := profile.Measure(cmd.Context(), g, profile.MeasureOptions{
 			DeviceType: dtName, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime,
-			Progress: newProgress(stderr),
 		})
 		if err != nil {
 			return err
@@ -398,37 +396,6 @@ func loadProfileModel(path string) (cost.Model, error) {
 		return nil, &pipeline.InputError{Err: err}
 	}
 	return profile.NewModel(p, nil), nil
-}
-
-// progress reports measuring progress: a bar on a terminal, a line per op
-// otherwise.
-func newProgress(w io.Writer) func(done, total int, op string) {
-	start := time.Now()
-	isTTY := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			isTTY = true
-		}
-	}
-	return func(done, total int, op string) {
-		eta := ""
-		if done > 0 {
-			left := time.Duration(float64(time.Since(start)) / float64(done) * float64(total-done))
-			eta = " ETA " + left.Round(time.Second).String()
-		}
-		if isTTY {
-			width := 30
-			filled := width * done / max(total, 1)
-			fmt.Fprintf(w, "\r[%s%s] %d/%d%s %-50.50s", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total, eta, op)
-			if done == total {
-				fmt.Fprintln(w)
-			}
-			return
-		}
-		if done < total {
-			fmt.Fprintf(w, "profile: %d/%d%s %s\n", done+1, total, eta, op)
-		}
-	}
 }
 
 // printFusion says what the fuse stage did, for plan -v.
