@@ -13,7 +13,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/plan"
 )
 
@@ -68,23 +67,6 @@ func TestWriteFormats(t *testing.T) {
 	}
 	if _, err := plan.ParseFormat("xml"); err == nil {
 		t.Error("xml accepted")
-	}
-}
-
-func TestDOTEscapesNames(t *testing.T) {
-	b := graphtest.New("g").Input("x", 8).Op(`a "quoted"\op`, 1, 1<<20, "x").Op("b\nnewline", 1, 8, `a "quoted"\op`).Op("c", 1, 8, `a "quoted"\op`)
-	var out bytes.Buffer
-	if err := plan.WriteDOT(&out, sample(), b.G); err != nil {
-		t.Fatal(err)
-	}
-	dot := out.String()
-	for _, want := range []string{`"a \"quoted\"\\op" -> "b\nnewline" [label="1.00 MiB"`, `subgraph "cluster_0"`, `"c"`, "newrank=true"} {
-		if !strings.Contains(dot, want) {
-			t.Errorf("DOT lacks %s:\n%s", want, dot)
-		}
-	}
-	if strings.Contains(dot, `"a \"quoted\"\\op" -> "c" [label`) {
-		t.Error("an edge within one device is labelled as a transfer")
 	}
 }
 

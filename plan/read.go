@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
-
 )
 
 // ReadFile reads a plan document as Write writes it, JSON or YAML (told

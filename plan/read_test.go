@@ -15,7 +15,7 @@ import (
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	p := sample()
-	p.Ops[0].Runs = []plan.Run{{0, 0, 2}, {1, 2, 4}, {2, 4, 5}, {3, 5, 6}}
+	p.Ops[0].Runs = []plan.Run{{MicroBatch: 0, StartMS: 0, EndMS: 2}, {MicroBatch: 1, StartMS: 2, EndMS: 4}, {MicroBatch: 2, StartMS: 4, EndMS: 5}, {MicroBatch: 3, StartMS: 5, EndMS: 6}}
 	p.Devices[0].Memory = []plan.MemorySample{{MS: 0, Bytes: 1}, {MS: 1, Bytes: 3}, {MS: 2, Bytes: 2}}
 	write := func(name string, data []byte) string {
 		path := filepath.Join(dir, name)
@@ -59,4 +59,3 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("directory: err = %v", err)
 	}
 }
-

@@ -104,8 +104,8 @@ func TestCriticalPathMicroBatches(t *testing.T) {
 		PredictedStepMS: 4,
 		Devices:         []plan.Device{{Name: "gpu0", Ops: 1}, {Name: "gpu1", Ops: 1}},
 		Ops: []plan.Op{
-			{Name: "/s0/f", Phase: "forward", Device: "gpu0", StartMS: 0, EndMS: 2, Runs: []plan.Run{{0, 0, 1}, {1, 1, 2}}},
-			{Name: "/s1/f", Phase: "forward", Device: "gpu1", StartMS: 1.5, EndMS: 4, Runs: []plan.Run{{0, 1.5, 2.5}, {1, 3, 4}}},
+			{Name: "/s0/f", Phase: "forward", Device: "gpu0", StartMS: 0, EndMS: 2, Runs: []plan.Run{{MicroBatch: 0, StartMS: 0, EndMS: 1}, {MicroBatch: 1, StartMS: 1, EndMS: 2}}},
+			{Name: "/s1/f", Phase: "forward", Device: "gpu1", StartMS: 1.5, EndMS: 4, Runs: []plan.Run{{MicroBatch: 0, StartMS: 1.5, EndMS: 2.5}, {MicroBatch: 1, StartMS: 3, EndMS: 4}}},
 		},
 		Transfers: []plan.Transfer{
 			{Tensor: "/s0/f", From: "gpu0", To: "gpu1", StartMS: 1, EndMS: 1.5},

@@ -409,23 +409,3 @@ func printFusion(w io.Writer, r *pipeline.FusionReport) {
 	}
 	fmt.Fprintln(w)
 }
-
-// writePlanDOT draws the plan, with fused groups as clusters when the
-// plan was made on a fused graph.
-func writePlanDOT(w io.Writer, res *pipeline.Result, r *pipeline.FusionReport) error {
-	if r.Coarse == nil {
-		return plan.WriteDOT(w, res.Plan, res.Graph)
-	}
-	var groups [][]string
-	for k, members := range r.Coarse.Members {
-		if len(members) < 2 {
-			continue
-		}
-		names := []string{r.Coarse.Graph.Ops[k].Name}
-		for _, m := range members {
-			names = append(names, r.Coarse.Fine.Ops[m].Name)
-		}
-		groups = append(groups, names)
-	}
-	return plan.WriteFusedDOT(w, res.Plan, res.Graph, groups)
-}
