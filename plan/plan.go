@@ -5,6 +5,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 )
 
@@ -201,6 +202,22 @@ type Candidate struct {
 
 // Fraction rounds a ratio to six decimals, so plans print stable numbers.
 func Fraction(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+// FormatMS prints a duration given in ms for a label: three significant
+// digits, in seconds from 1000 ms.
+func FormatMS(ms float64) string {
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	case ms >= 100:
+		return fmt.Sprintf("%.0f ms", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1f ms", ms)
+	case ms >= 1:
+		return fmt.Sprintf("%.2f ms", ms)
+	}
+	return fmt.Sprintf("%.3f ms", ms)
+}
 
 // MS converts seconds to milliseconds rounded to the nanosecond, so plans
 // print short, stable numbers.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/plan"
 )
 
 // svgChart is one inline SVG picture in viewBox units. Elements are drawn
@@ -143,19 +144,7 @@ func fmtPct(f float64) string {
 func fmtBytes(b int64) string { return cluster.FormatBytes(b) }
 
 // shortMS prints a duration for a chart label: three significant digits.
-func shortMS(ms float64) string {
-	switch {
-	case ms >= 1000:
-		return fmt.Sprintf("%.2f s", ms/1000)
-	case ms >= 100:
-		return fmt.Sprintf("%.0f ms", ms)
-	case ms >= 10:
-		return fmt.Sprintf("%.1f ms", ms)
-	case ms >= 1:
-		return fmt.Sprintf("%.2f ms", ms)
-	}
-	return fmt.Sprintf("%.3f ms", ms)
-}
+func shortMS(ms float64) string { return plan.FormatMS(ms) }
 
 // clip shortens a label to n characters, eliding the middle, which is
 // where module paths differ least.

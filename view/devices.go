@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/cluster"
-	"github.com/opplace/opplace/plan"
 )
 
 func formatBytes(b int64) string { return cluster.FormatBytes(b) }
@@ -18,7 +17,7 @@ type traffic struct {
 }
 
 func (t *traffic) label() string {
-	return fmt.Sprintf("%s in %d copies\n%s", formatBytes(t.bytes), t.copies, formatMS(t.ms))
+	return fmt.Sprintf("%s in %s\n%s", formatBytes(t.bytes), count(t.copies, "copy", "copies"), formatMS(t.ms))
 }
 
 // sumTraffic adds up the plan's transfers by the endpoints key gives
@@ -58,19 +57,10 @@ func sumTraffic(l *layout, key func(dev int) int) (map[[2]int]*traffic, [][2]int
 // are listed, not drawn.
 func writeDevices(d *dot, l *layout) {
 	drawn := map[int]bool{}
-	forEachStage(l, func(st *plan.Stage, devs []int) {
-		if st != nil {
-			d.open(fmt.Sprintf("stage%d", st.Index), attr{"label", stageLabel(st, true)}, attr{"style", "dashed"}, attr{"color", "#333333"})
-		}
-		for _, dev := range devs {
-			if l.p.Devices[dev].Ops == 0 {
-				continue
-			}
+	drawStages(d, l, func(dev int) {
+		if l.p.Devices[dev].Ops > 0 {
 			drawn[dev] = true
 			d.node(fmt.Sprintf("d%d", dev), attr{"label", deviceLabel(l.p, dev)}, attr{"fillcolor", color(dev)})
-		}
-		if st != nil {
-			d.close()
 		}
 	})
 	var idle []string
@@ -87,7 +77,7 @@ func writeDevices(d *dot, l *layout) {
 	if len(idle) > 0 || mirrors > 0 {
 		s := ""
 		if mirrors > 0 {
-			s = fmt.Sprintf("%d more device(s) run replicas of the devices drawn", mirrors)
+			s = fmt.Sprintf("%s more run replicas of the devices drawn", count(mirrors, "device", "devices"))
 		}
 		if len(idle) > 0 {
 			if s != "" {
@@ -106,8 +96,8 @@ func writeStages(d *dot, l *layout) {
 	stages := l.p.Stages
 	for k := range stages {
 		st := &stages[k]
-		label := fmt.Sprintf("stage %d on %s (%s)\n%d ops, %s per micro-batch (compute %s, sends %s, sync %s)\npeak %s per device",
-			st.Index, joinShort(st.Devices, 4), st.DeviceType, len(st.Ops), formatMS(st.TimeMS), formatMS(st.ComputeMS),
+		label := fmt.Sprintf("stage %d on %s (%s)\n%s, %s per micro-batch (compute %s, sends %s, sync %s)\npeak %s per device",
+			st.Index, joinShort(st.Devices, 4), st.DeviceType, count(len(st.Ops), "op", "ops"), formatMS(st.TimeMS), formatMS(st.ComputeMS),
 			formatMS(st.CommMS), formatMS(st.SyncMS), formatBytes(st.PeakMemoryBytes))
 		if st.Replicas > 1 {
 			label += fmt.Sprintf("\n%d replicas, all-reduce %s in %s", st.Replicas, formatBytes(st.AllReduceBytes), formatMS(st.AllReduceMS))
@@ -149,7 +139,7 @@ func drawTraffic(d *dot, l *layout, prefix string, key func(dev int) int) {
 			attr{"penwidth", fmt.Sprintf("%.1f", 1+3*float64(t.bytes)/float64(most))})
 	}
 	if hidden > 0 {
-		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
+		d.node("small", attr{"label", fmt.Sprintf("%s not drawn\n(%s in all)", count(hidden, "smaller flow", "smaller flows"), formatBytes(hiddenBytes))},
 			attr{"shape", "note"}, attr{"fillcolor", idleColor}, attr{"fontsize", "9"})
 	}
 }

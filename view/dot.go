@@ -133,11 +133,27 @@ func (d *dot) close() {
 	d.b.WriteString(d.indent + "}\n")
 }
 
+// drawStages calls drawDevice for every device of the first replica of
+// each stage, inside a dashed cluster per stage when the plan is staged.
+func drawStages(d *dot, l *layout, drawDevice func(dev int)) {
+	forEachStage(l, func(st *plan.Stage, devs []int) {
+		if st != nil {
+			d.open(fmt.Sprintf("stage%d", st.Index), attr{"label", stageLabel(st)}, attr{"style", "dashed"}, attr{"color", "#333333"})
+		}
+		for _, dev := range devs {
+			drawDevice(dev)
+		}
+		if st != nil {
+			d.close()
+		}
+	})
+}
+
 // deviceLabel describes a device: name, type, ops, busy time and
 // utilisation, peak memory against capacity.
 func deviceLabel(p *plan.Plan, i int) string {
 	dev := &p.Devices[i]
-	s := fmt.Sprintf("%s (%s)\n%d ops, busy %s", dev.Name, dev.Type, dev.Ops, formatMS(dev.BusyMS))
+	s := fmt.Sprintf("%s (%s)\n%s, busy %s", dev.Name, dev.Type, count(dev.Ops, "op", "ops"), formatMS(dev.BusyMS))
 	if p.PredictedStepMS > 0 {
 		s += fmt.Sprintf(" (%s)", percent(dev.BusyMS/p.PredictedStepMS))
 	}
@@ -149,11 +165,8 @@ func deviceLabel(p *plan.Plan, i int) string {
 
 // stageLabel describes a stage: its devices and replicas, time per
 // micro-batch, all-reduce.
-func stageLabel(st *plan.Stage, staged bool) string {
+func stageLabel(st *plan.Stage) string {
 	var b strings.Builder
-	if !staged {
-		return ""
-	}
 	fmt.Fprintf(&b, "stage %d", st.Index)
 	if st.Replicas > 1 {
 		fmt.Fprintf(&b, " x %d replicas (%s)", st.Replicas, replicaList(st))

@@ -199,7 +199,7 @@ func blockLabel(l *layout, b *block, paramBytes, outBytes int64, critical bool) 
 			name += "/" + first
 		}
 	}
-	s := fmt.Sprintf("%s\n%s: %d ops, %s", name, b.phase, len(b.ops), formatMS(blockMS(l, b)))
+	s := fmt.Sprintf("%s\n%s: %s, %s", name, b.phase, count(len(b.ops), "op", "ops"), formatMS(blockMS(l, b)))
 	if paramBytes > 0 || outBytes > 0 {
 		s += fmt.Sprintf("\nparams %s, writes %s", formatBytes(paramBytes), formatBytes(outBytes))
 	}
@@ -301,17 +301,7 @@ func writeModules(d *dot, l *layout, o Options) {
 		}
 		d.close()
 	}
-	forEachStage(l, func(st *plan.Stage, devs []int) {
-		if st != nil {
-			d.open(fmt.Sprintf("stage%d", st.Index), attr{"label", stageLabel(st, true)}, attr{"style", "dashed"}, attr{"color", "#333333"})
-		}
-		for _, dev := range devs {
-			drawDevice(dev)
-		}
-		if st != nil {
-			d.close()
-		}
-	})
+	drawStages(d, l, drawDevice)
 	keys := make([]edgeKey, 0, len(edges))
 	for k := range edges {
 		keys = append(keys, k)
@@ -363,7 +353,7 @@ func writeModules(d *dot, l *layout, o Options) {
 		d.edge(fmt.Sprintf("b%d", k.from), fmt.Sprintf("b%d", k.to), attrs...)
 	}
 	if hidden > 0 {
-		d.node("small", attr{"label", fmt.Sprintf("%d smaller flows not drawn\n(%s in all)", hidden, formatBytes(hiddenBytes))},
+		d.node("small", attr{"label", fmt.Sprintf("%s not drawn\n(%s in all)", count(hidden, "smaller flow", "smaller flows"), formatBytes(hiddenBytes))},
 			attr{"shape", "note"}, attr{"fillcolor", idleColor}, attr{"fontsize", "9"})
 	}
 }

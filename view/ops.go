@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/plan"
 )
 
 // writeOps draws every kept op inside its device's cluster, fused groups
@@ -69,17 +68,7 @@ func writeOps(d *dot, l *layout, o Options) error {
 		}
 		d.close()
 	}
-	forEachStage(l, func(st *plan.Stage, devs []int) {
-		if st != nil {
-			d.open(fmt.Sprintf("stage%d", st.Index), attr{"label", stageLabel(st, true)}, attr{"style", "dashed"}, attr{"color", "#333333"})
-		}
-		for _, dev := range devs {
-			drawDevice(dev)
-		}
-		if st != nil {
-			d.close()
-		}
-	})
+	drawStages(d, l, drawDevice)
 	g := l.g
 	for i := range g.Tensors {
 		t := &g.Tensors[i]

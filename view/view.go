@@ -188,19 +188,15 @@ var palette = []string{
 	"#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f",
 }
 
-// formatMS prints a duration in ms for a label, short.
-func formatMS(ms float64) string {
-	switch {
-	case ms >= 1000:
-		return fmt.Sprintf("%.2f s", ms/1000)
-	case ms >= 100:
-		return fmt.Sprintf("%.0f ms", ms)
-	case ms >= 1:
-		return fmt.Sprintf("%.1f ms", ms)
-	case ms > 0:
-		return fmt.Sprintf("%.3f ms", ms)
+// formatMS prints a duration in ms for a label.
+func formatMS(ms float64) string { return plan.FormatMS(ms) }
+
+// count prints n with its noun, singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	return "0 ms"
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // percent prints a fraction as a whole percentage.

@@ -168,13 +168,13 @@ func TestWriteDOT(t *testing.T) {
 		detail    Detail
 		want, not []string
 	}{
-		{Devices, []string{`"d0" [label="gpu0 (V100)\n3 ops, busy 5.0 ms (50%)\npeak 1.00 GiB of 16.00 GiB"`,
-			`"d0" -> "d1" [label="1.00 MiB in 1 copies\n1.0 ms"`, `unused: gpu2`,
+		{Devices, []string{`"d0" [label="gpu0 (V100)\n3 ops, busy 5.00 ms (50%)\npeak 1.00 GiB of 16.00 GiB"`,
+			`"d0" -> "d1" [label="1.00 MiB in 1 copy\n1.00 ms"`, `unused: gpu2`,
 			// 8 B against 1 MiB: counted, not drawn.
-			`"small" [label="1 smaller flows not drawn\n(8 B in all)"`}, []string{`"d2"`, `"d1" -> "d0"`}},
+			`"small" [label="1 smaller flow not drawn\n(8 B in all)"`}, []string{`"d2"`, `"d1" -> "d0"`}},
 		{Stages, []string{`"s0" [label="stage 0 on gpu0, gpu1`}, []string{"->"}},
-		{Modules, []string{`subgraph "cluster_dev0"`, `label="/a/l1\nforward: 1 ops, 1.0 ms\nparams 0 B, writes 1.00 MiB\n(critical path)"`,
-			`"b1" -> "b3" [color="#1f77b4", penwidth="1.5", label="1.00 MiB\n1.0 ms", fontcolor="#1f77b4", color="#d62728", penwidth="2.5"]`},
+		{Modules, []string{`subgraph "cluster_dev0"`, `label="/a/l1\nforward: 1 op, 1.00 ms\nparams 0 B, writes 1.00 MiB\n(critical path)"`,
+			`"b1" -> "b3" [color="#1f77b4", penwidth="1.5", label="1.00 MiB\n1.00 ms", fontcolor="#1f77b4", color="#d62728", penwidth="2.5"]`},
 			[]string{`"/a/l0/MatMul"`}},
 		{Ops, []string{`"/a/l1/Relu" -> "/b/l0/MatMul" [label="1.00 MiB"`, `"Identity_7" -> "/b/l0/MatMul";`}, nil},
 	} {
