@@ -192,9 +192,14 @@ func blockLabel(l *layout, b *block, paramBytes, outBytes int64, critical bool) 
 				last = p[len(b.path)]
 			}
 		}
+		top := len(b.path) == 0
 		switch {
+		case first != "" && first != last && top:
+			name = fmt.Sprintf("/%s .. /%s", first, last)
 		case first != "" && first != last:
 			name += fmt.Sprintf(": %s .. %s", first, last)
+		case first != "" && top:
+			name = "/" + first
 		case first != "":
 			name += "/" + first
 		}
