@@ -31,7 +31,7 @@ func (f *viewFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.svg, "svg", "", "render the Graphviz view to this SVG file (needs Graphviz's dot)")
 	fl.StringVar(&f.png, "png", "", "render the Graphviz view to this PNG file (needs Graphviz's dot)")
 	fl.StringVar(&f.detail, "dot-detail", string(view.Modules), "level of the Graphviz view: device, stage, module (blocks of a module's consecutive ops, the default) or op")
-	fl.IntVar(&f.stage, "dot-stage", view.AllStages, "draw only this stage's ops in the module and op views")
+	fl.IntVar(&f.stage, "dot-stage", view.AllStages, "draw only this stage's ops in the module and op views (-1: every stage)")
 	fl.StringVar(&f.module, "dot-module", "", "draw only ops whose name starts with this module path in the module and op views, e.g. /layer3/")
 	fl.StringVar(&f.trace, "trace", "", "write the simulated step as a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
 }
