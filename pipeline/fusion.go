@@ -194,3 +194,23 @@ func expandFusion(r *run) error {
 	r.model = &m
 	return nil
 }
+
+// Groups lists the fused groups the plan was made on, each its fused op's
+// name followed by its members' op names; nil without fusion.
+func (r *FusionReport) Groups() [][]string {
+	if r == nil || r.Coarse == nil {
+		return nil
+	}
+	var groups [][]string
+	for k, members := range r.Coarse.Members {
+		if len(members) < 2 {
+			continue
+		}
+		names := []string{r.Coarse.Graph.Ops[k].Name}
+		for _, m := range members {
+			names = append(names, r.Coarse.Fine.Ops[m].Name)
+		}
+		groups = append(groups, names)
+	}
+	return groups
+}

@@ -179,6 +179,28 @@ type Stage struct {
 	EndMS          float64 `json:"end_ms" yaml:"end_ms"`
 }
 
+// Stage returns the plan's stage of index i, or nil.
+func (p *Plan) Stage(i int) *Stage {
+	for k := range p.Stages {
+		if p.Stages[k].Index == i {
+			return &p.Stages[k]
+		}
+	}
+	return nil
+}
+
+// DeviceStages maps every device a stage names, replicas included, to
+// the stage's index; devices the plan leaves unused are absent.
+func (p *Plan) DeviceStages() map[string]int {
+	out := map[string]int{}
+	for _, st := range p.Stages {
+		for _, d := range st.Devices {
+			out[d] = st.Index
+		}
+	}
+	return out
+}
+
 // Candidate is one strategy's outcome when several were tried.
 type Candidate struct {
 	Strategy              string  `json:"strategy" yaml:"strategy"`

@@ -288,10 +288,8 @@ func buildGantt(p *plan.Plan, stageOf map[string]int) *gantt {
 
 // replicas is stage s's replica count.
 func replicas(p *plan.Plan, s int) int {
-	for _, st := range p.Stages {
-		if st.Index == s {
-			return st.Replicas
-		}
+	if st := p.Stage(s); st != nil {
+		return st.Replicas
 	}
 	return 1
 }

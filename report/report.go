@@ -113,12 +113,7 @@ func build(ctx context.Context, p *plan.Plan, o Options) *page {
 		Fits:     p.Fits,
 		Warnings: p.Warnings,
 	}
-	stageOf := map[string]int{}
-	for _, st := range p.Stages {
-		for _, d := range st.Devices {
-			stageOf[d] = st.Index
-		}
-	}
+	stageOf := p.DeviceStages()
 	summary(pg, p)
 	devicesTable(pg, p, stageOf)
 	pg.Gantt = buildGantt(p, stageOf)

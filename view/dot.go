@@ -33,7 +33,7 @@ func WriteDOT(w io.Writer, p *plan.Plan, g *graph.Graph, o Options) error {
 	if (o.Detail == Modules || o.Detail == Ops) && g == nil {
 		return fmt.Errorf("the %s view needs the graph the plan was made for", o.Detail)
 	}
-	if o.Stage != AllStages && l.stage(o.Stage) == nil && !(o.Stage == 0 && len(p.Stages) == 0) {
+	if o.Stage != AllStages && l.p.Stage(o.Stage) == nil && !(o.Stage == 0 && len(p.Stages) == 0) {
 		return fmt.Errorf("the plan has no stage %d (it has %d)", o.Stage, max(1, len(p.Stages)))
 	}
 	d := newDOT(p)

@@ -371,7 +371,7 @@ const smallCopyRatio = 1000
 // stage's replicas times the micro-batches, for ops run per micro-batch.
 func shareOf(l *layout, i int) int64 {
 	share := int64(1)
-	if st := l.stage(l.opStage[i]); st != nil && st.Replicas > 1 {
+	if st := l.p.Stage(l.opStage[i]); st != nil && st.Replicas > 1 {
 		share *= int64(st.Replicas)
 	}
 	if len(l.p.Ops[i].Runs) > 1 {

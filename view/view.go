@@ -11,7 +11,6 @@ package view
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -119,14 +118,11 @@ func newLayout(p *plan.Plan, g *graph.Graph) (*layout, error) {
 		l.devIndex[d.Name] = i
 	}
 	l.stageOf = make([]int, len(p.Devices))
-	for i := range l.stageOf {
+	stages := p.DeviceStages()
+	for i, d := range p.Devices {
 		l.stageOf[i] = -1
-	}
-	for _, st := range p.Stages {
-		for _, name := range st.Devices {
-			if d, ok := l.devIndex[name]; ok {
-				l.stageOf[d] = st.Index
-			}
+		if s, ok := stages[d.Name]; ok {
+			l.stageOf[i] = s
 		}
 	}
 	l.opDev = make([]int, len(p.Ops))
@@ -141,16 +137,6 @@ func newLayout(p *plan.Plan, g *graph.Graph) (*layout, error) {
 		l.opStage[i] = max(0, l.stageOf[d])
 	}
 	return l, nil
-}
-
-// stage returns the plan's stage of index i, or nil.
-func (l *layout) stage(i int) *plan.Stage {
-	for k := range l.p.Stages {
-		if l.p.Stages[k].Index == i {
-			return &l.p.Stages[k]
-		}
-	}
-	return nil
 }
 
 // staged reports whether the plan is more than one plain stage: several
@@ -205,14 +191,4 @@ func percent(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%%", 100*f)
-}
-
-// sortedKeys returns a map's keys sorted, for deterministic output.
-func sortedKeys[K interface{ ~int | ~string }, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -93,7 +93,8 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.viewFlags.options(); err != nil {
+	viewOpts, err := f.viewFlags.options()
+	if err != nil {
 		return err
 	}
 	stdoutFormat := plan.JSON
@@ -138,7 +139,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	}
-	outs, err := f.pictures(cmd.Context(), res, &fusion)
+	outs, err := f.pictures(cmd.Context(), viewOpts, res, &fusion)
 	if err != nil {
 		return err
 	}

@@ -50,19 +50,13 @@ func (f *viewFlags) options() (view.Options, error) {
 	return o, nil
 }
 
-// pictures makes every picture asked for, before any file is written, so
-// a view that cannot be drawn leaves no file behind.
-func (f *viewFlags) pictures(ctx context.Context, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output, error) {
-	if f.dot == "" && f.svg == "" && f.png == "" && f.trace == "" {
-		return nil, nil
-	}
-	o, err := f.options()
-	if err != nil {
-		return nil, err
-	}
+// pictures makes every picture asked for, drawn with the options the
+// flags parsed to, before any file is written, so a view that cannot be
+// drawn leaves no file behind.
+func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output, error) {
 	var outs []output
 	if f.dot != "" || f.svg != "" || f.png != "" {
-		o.Groups = fusedGroups(fusion)
+		o.Groups = fusion.Groups()
 		var dot bytes.Buffer
 		if err := view.WriteDOT(&dot, res.Plan, res.Graph, o); err != nil {
 			var big *view.TooLargeError
@@ -112,26 +106,6 @@ func writeOutputs(outs []output) error {
 		}
 	}
 	return nil
-}
-
-// fusedGroups lists the fused groups the plan was made on, each its
-// name and its members' op names.
-func fusedGroups(r *pipeline.FusionReport) [][]string {
-	if r == nil || r.Coarse == nil {
-		return nil
-	}
-	var groups [][]string
-	for k, members := range r.Coarse.Members {
-		if len(members) < 2 {
-			continue
-		}
-		names := []string{r.Coarse.Graph.Ops[k].Name}
-		for _, m := range members {
-			names = append(names, r.Coarse.Fine.Ops[m].Name)
-		}
-		groups = append(groups, names)
-	}
-	return groups
 }
 
 // viewHelp is the plan command's help on its pictures.
