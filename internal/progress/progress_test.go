@@ -107,7 +107,13 @@ func TestStartUnit(t *testing.T) {
 func TestTimed(t *testing.T) {
 	rec := &Recorder{}
 	done := Timed(rec, "solver", 10*time.Second)
-	time.Sleep(3 * timedInterval)
+	// Wait for two updates, however loaded the machine.
+	for deadline := time.Now().Add(30 * time.Second); len(rec.Events()) < 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("no update in 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	done()
 	done() // twice is fine
 	ev := rec.Events()
@@ -196,70 +202,70 @@ const clearLine = "\x1b[2K\r"
 func TestTerminal(t *testing.T) {
 	tests := []struct {
 		name string
-		run  func(r *Terminal)
+		run  func(t *testing.T, r *Terminal)
 		want []string // in the output
 		not  []string // not in the output
 	}{{
 		name: "count",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			task := r.Start("exact: downsets", 4)
 			task.Add(1)
-			wait()
+			wait(t, r)
 			task.Done()
 		},
 		want: []string{"exact: downsets (ETA ", "25%", "(1/4)", "[0s]"},
 	}, {
 		name: "nothing done yet",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			task := r.Start("compare", 13)
-			wait()
+			wait(t, r)
 			task.Done()
 		},
 		want: []string{"compare (ETA ?)", "(0/13)"},
 	}, {
 		name: "spinner",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			task := r.Start("exact: enumerating downsets", 0)
-			wait()
+			wait(t, r)
 			task.Done()
 		},
 		want: []string{"exact: enumerating downsets "},
 		not:  []string{"ETA", "%"},
 	}, {
 		name: "bytes",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			task := StartUnit(r, "onnx: reading big.onnx", 200<<20, Bytes)
 			task.Add(100 << 20)
-			wait()
+			wait(t, r)
 			task.Done()
 		},
 		want: []string{"onnx: reading big.onnx", "50%", "MB"},
 	}, {
 		name: "time budget",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			done := Timed(r, "ilp: Cbc", time.Second)
-			wait()
+			wait(t, r)
 			done()
 		},
 		want: []string{"ilp: Cbc (ETA "},
 		not:  []string{"/1000"},
 	}, {
 		name: "nested",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			outer := r.Start("compare", 3)
 			outer.Add(1)
 			inner := r.Start("exact: downsets", 2)
-			wait()
+			wait(t, r)
 			inner.Done()
 			outer.Done()
 		},
 		want: []string{"compare 2/3 › exact: downsets"},
 	}, {
 		name: "over the total",
-		run: func(r *Terminal) {
+		run: func(t *testing.T, r *Terminal) {
 			task := r.Start("stage", 2)
 			task.Set(5)
-			wait()
+			wait(t, r)
 			task.Done()
 		},
 		not: []string{"(5/2)"},
@@ -268,7 +274,7 @@ func TestTerminal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf syncBuffer
 			r := NewTerminal(&buf, ShowAfter(0), Refresh(2*time.Millisecond), Columns(120))
-			tt.run(r)
+			tt.run(t, r)
 			r.Close()
 			out := buf.String()
 			for _, w := range tt.want {
@@ -288,8 +294,20 @@ func TestTerminal(t *testing.T) {
 	}
 }
 
-// wait lets the drawing goroutine redraw a few times.
-func wait() { time.Sleep(20 * time.Millisecond) }
+// wait returns once r's drawing goroutine has redrawn a few times,
+// however loaded the machine (a fixed sleep is not enough on a busy CI
+// runner: the goroutine may not have run at all).
+func wait(t *testing.T, r *Terminal) {
+	t.Helper()
+	from := r.draws.Load()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.draws.Load() < from+3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the bar was not redrawn in 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // TestTerminalQuick checks that work shorter than ShowAfter prints
 // nothing at all.
@@ -300,7 +318,7 @@ func TestTerminalQuick(t *testing.T) {
 	for range 10 {
 		task.Add(1)
 	}
-	wait()
+	wait(t, r)
 	task.Done()
 	r.Close()
 	if out := buf.String(); out != "" {
@@ -314,7 +332,7 @@ func TestTerminalWriter(t *testing.T) {
 	var buf syncBuffer
 	r := NewTerminal(&buf, ShowAfter(0), Refresh(time.Millisecond))
 	task := r.Start("stage", 10)
-	wait()
+	wait(t, r)
 	io.WriteString(r.Writer(), "warning: something\n")
 	task.Done()
 	r.Close()

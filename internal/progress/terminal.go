@@ -54,6 +54,8 @@ type Terminal struct {
 	shown   *termTask
 	running bool // the drawing goroutine
 	closed  bool
+
+	draws atomic.Int64 // redraws so far, for tests to wait on
 }
 
 // Option configures a Terminal.
@@ -225,6 +227,7 @@ func (t *Terminal) loop() {
 		}
 		t.drawLocked(time.Now())
 		t.mu.Unlock()
+		t.draws.Add(1)
 	}
 }
 
