@@ -108,40 +108,12 @@ func place(ctx context.Context, r *run) error {
 		}
 		var inf *placer.InfeasibleError
 		if errors.As(o.Err, &inf) || o.Sim == nil {
-			return withAlternatives(ctx, r, cfg, name, strategy.Infeasible(r.problem, o.Err))
+			return strategy.Explain(ctx, r.problem, cfg, name, o.Err)
 		}
 		return o.Err
 	}
 	r.keep(0, name)
 	return nil
-}
-
-// withAlternatives adds to an asked strategy's memory failure the
-// strategies that do fit, so exit code 3 never hides a plan that exists.
-func withAlternatives(ctx context.Context, r *run, cfg strategy.Config, asked string, err error) error {
-	var inf *placer.InfeasibleError
-	if !errors.As(err, &inf) {
-		return err
-	}
-	var fit []string
-	for _, name := range strategy.AutoStrategies {
-		if name == asked {
-			continue
-		}
-		s, e := strategy.New(name, cfg)
-		if e != nil {
-			continue
-		}
-		if o := strategy.Evaluate(ctx, r.problem, name, s); o.Err == nil && o.Fits {
-			fit = append(fit, name)
-		}
-	}
-	if len(fit) > 0 {
-		c := *inf
-		c.Detail += fmt.Sprintf("; %s found no plan that fits, but %v do: try --strategy %s or auto", asked, fit, fit[0])
-		return &c
-	}
-	return err
 }
 
 func (r *run) keep(i int, name string) {

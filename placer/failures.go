@@ -17,7 +17,7 @@ type Failure struct {
 // strategy's reason instead of the first. When any failure is an
 // *InfeasibleError the result is one *InfeasibleError, with the bounds of
 // the first and a Detail listing each strategy's reason in the order
-// given ("no strategy fits: m-etf: after placing ...; heft: ..."); the
+// given ("each strategy tried: m-etf: after placing ...; heft: ..."); the
 // CLI then exits 3 as for one strategy. When none is (bad pins, a solver
 // error), or the context was cancelled, that first error is returned
 // unchanged. It returns nil for no failures.
@@ -56,6 +56,7 @@ func CombineFailures(fails []Failure) error {
 		reasons = append(reasons, f.Strategy+": "+reason)
 	}
 	combined := *first
-	combined.Detail = "no strategy fits: " + strings.Join(reasons, "; ")
+	combined.Strategy, combined.Alternative = "", ""
+	combined.Detail = "each strategy tried: " + strings.Join(reasons, "; ")
 	return &combined
 }

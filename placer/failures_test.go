@@ -34,7 +34,7 @@ func TestCombineFailures(t *testing.T) {
 	if inf.Need != first.Need || inf.Have != 1000 {
 		t.Errorf("bounds %+v, want those of the first failure %+v", inf, first)
 	}
-	want := "no strategy fits: single: " + detail(fails[0].Err) + "; m-etf: " + detail(fails[1].Err) +
+	want := "each strategy tried: single: " + detail(fails[0].Err) + "; m-etf: " + detail(fails[1].Err) +
 		"; heft: " + detail(fails[2].Err) + "; ilp: solver crashed"
 	if inf.Detail != want {
 		t.Errorf("detail\n%s\nwant\n%s", inf.Detail, want)

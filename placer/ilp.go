@@ -141,12 +141,12 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: %s after %s, makespan %.3f ms (coarse model), bound %.3f ms, gap %.1f%%",
 			size, sol.Status, elapsed.Round(time.Millisecond), sol.Objective/1e3, sol.Bound/1e3, 100*gap))
 	case sol.Status == cbc.Infeasible:
-		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution within the memory model (parameters, outputs and scratch all counted)", size))
+		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution: its memory model keeps every op's output on its device for the whole step (the simulator frees an activation once it is read), so it rejects plans that fit", size))
 	case startDev != nil:
 		dev, start = startDev, startS
 		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc found no solution in %s; kept the starting list schedule", size, elapsed.Round(time.Millisecond)))
 	default:
-		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement in %s within its memory model", size, elapsed.Round(time.Millisecond)))
+		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement within its limits (%s of %gs, %d nodes), and its memory model, which keeps every op's output for the whole step, left no starting schedule", size, elapsed.Round(time.Millisecond), secs, prob.MaxNodes))
 	}
 	if err := ctx.Err(); err != nil {
 		return sim.Placement{}, err

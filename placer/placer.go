@@ -96,7 +96,12 @@ func (p *Problem) pinned() ([]int, error) {
 	return pins, nil
 }
 
-// InfeasibleError says a graph cannot fit the cluster's memory.
+// InfeasibleError says no plan that fits the cluster's memory was found.
+// Proved tells the two cases apart that a pre-launch gate must not
+// confuse: the memory bound rules out every plan of every strategy, or
+// the strategies tried found none although the bound allows one (a
+// heuristic got stuck, or a solver's model is stricter than the
+// simulator's).
 type InfeasibleError struct {
 	// Need is a lower bound on the memory any placement needs: every
 	// parameter and constant once, plus the largest op's activations.
@@ -108,18 +113,40 @@ type InfeasibleError struct {
 	LargestOp      string
 	LargestOpBytes int64
 	LargestDevice  int64
+	// Proved is set when the bound alone rules out every plan (Need above
+	// Have, or the largest op above the largest device): no strategy can
+	// fit, whatever its search.
+	Proved bool
+	// Strategy names the strategy that was asked for and failed; "" when
+	// the error sums up several (auto).
+	Strategy string
+	// Alternative is the first strategy found to fit after Strategy
+	// failed; "" when none was tried or none fits.
+	Alternative string
 	// Detail says where the placer got stuck.
 	Detail string
 }
 
 func (e *InfeasibleError) Error() string {
-	msg := fmt.Sprintf("the model does not fit the cluster: a placement needs at least %s (parameters once plus the largest op's working set), the cluster has %s in total",
+	bound := fmt.Sprintf("a plan needs at least %s (parameters once plus the largest op's working set), the cluster has %s in total",
 		cluster.FormatBytes(e.Need), cluster.FormatBytes(e.Have))
 	if e.LargestOpBytes > e.LargestDevice {
-		msg += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, cluster.FormatBytes(e.LargestOpBytes), cluster.FormatBytes(e.LargestDevice))
+		bound += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, cluster.FormatBytes(e.LargestOpBytes), cluster.FormatBytes(e.LargestDevice))
+	}
+	var msg string
+	switch {
+	case e.Proved:
+		msg = "the model does not fit the cluster: " + bound
+	case e.Strategy != "":
+		msg = fmt.Sprintf("strategy %s found no plan that fits the cluster's memory, which does not prove that none exists (%s)", e.Strategy, bound)
+	default:
+		msg = fmt.Sprintf("no strategy found a plan that fits the cluster's memory, which does not prove that none exists (%s)", bound)
 	}
 	if e.Detail != "" {
 		msg += "; " + e.Detail
+	}
+	if e.Alternative != "" {
+		return msg + fmt.Sprintf("; strategy %s finds a plan that fits: plan with it or with auto", e.Alternative)
 	}
 	return msg + "; use devices with more memory, more devices, or a smaller batch"
 }
@@ -148,6 +175,7 @@ func Infeasible(p *Problem, detail string) *InfeasibleError {
 	for _, d := range c.Devices {
 		e.LargestDevice = max(e.LargestDevice, d.Memory)
 	}
+	e.Proved = e.Need > e.Have || e.LargestOpBytes > e.LargestDevice
 	return e
 }
 

@@ -237,3 +237,43 @@ func pinned(p *Problem, strategy string) error {
 	}
 	return nil
 }
+
+// Alternatives are the strategies Explain tries, in order, after an asked
+// strategy found no plan that fits: cheap ones first, so naming one that
+// does fit costs seconds, not a search of the whole space.
+var Alternatives = []string{"m-topo", "m-etf", "heft", "dp", PipelinePrefix + "pipedream"}
+
+// Explain turns the failure of the strategy a user asked for into the
+// error to report. A memory failure becomes one *placer.InfeasibleError
+// naming the strategy; unless the memory bound proves that no plan fits,
+// it also names the first of Alternatives that finds a plan that fits, so
+// that "does not fit" never hides a plan that exists. Other errors are
+// returned as they are.
+func Explain(ctx context.Context, p *Problem, cfg Config, asked string, err error) error {
+	var inf *placer.InfeasibleError
+	if !errors.As(Infeasible(p, err), &inf) {
+		return err
+	}
+	e := *inf
+	e.Strategy, e.Alternative = asked, ""
+	if e.Proved {
+		return &e
+	}
+	for _, name := range Alternatives {
+		if name == asked || !slices.Contains(Names(), name) {
+			continue
+		}
+		s, err := New(name, cfg)
+		if err != nil {
+			continue
+		}
+		if o := Evaluate(ctx, p, name, s); o.Err == nil && o.Fits {
+			e.Alternative = name
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return &e
+}

@@ -149,7 +149,7 @@ func TestSearchInfeasible(t *testing.T) {
 	p := problem(t, 4, 256<<20, 2, 300<<20)
 	_, _, err := strategy.Search(context.Background(), p, strategy.Config{}, nil)
 	var inf *placer.InfeasibleError
-	if !errors.As(err, &inf) || !strings.Contains(inf.Detail, "no strategy fits") {
+	if !errors.As(err, &inf) || !strings.Contains(inf.Detail, "each strategy tried") {
 		t.Fatalf("error %v, want one infeasible error naming every strategy", err)
 	}
 	for _, name := range []string{"dp", "pipeline:exact", "m-etf"} {
