@@ -53,7 +53,7 @@ func (n *node) inferSub(key string, formal []*value) ([]*value, graph.Work, erro
 		}
 	}
 	if err := n.c.infer(sg, child); err != nil {
-		return nil, graph.Work{}, fmt.Errorf("subgraph %q: %v", key, err)
+		return nil, graph.Work{}, &subgraphError{key, err}
 	}
 	outs := make([]*value, len(sg.outputs))
 	for i, name := range sg.outputs {
@@ -63,6 +63,24 @@ func (n *node) inferSub(key string, formal []*value) ([]*value, graph.Work, erro
 		}
 	}
 	return outs, sumWork(sg.g), nil
+}
+
+// subgraphError is a nested graph's inference failure, naming the
+// attribute that holds it.
+type subgraphError struct {
+	key string
+	err error
+}
+
+func (e *subgraphError) Error() string { return fmt.Sprintf("subgraph %q: %v", e.key, e.err) }
+
+// unwrapSubgraph drops the subgraph's name from err where the caller
+// names the branch itself.
+func unwrapSubgraph(err error) error {
+	if se, ok := err.(*subgraphError); ok {
+		return se.err
+	}
+	return err
 }
 
 func sumWork(g *graph.Graph) graph.Work {
@@ -84,23 +102,31 @@ func scaleWork(w graph.Work, k int64) graph.Work {
 }
 
 func inferIf(n *node) error {
-	thenOut, thenW, err := n.inferSub("then_branch", nil)
-	if err != nil {
-		return err
-	}
-	elseOut, elseW, err := n.inferSub("else_branch", nil)
-	if err != nil {
-		return err
-	}
-	if len(thenOut) != len(elseOut) || len(thenOut) < len(n.out) {
-		return fmt.Errorf("branches have %d and %d outputs, the node %d", len(thenOut), len(elseOut), len(n.out))
-	}
 	cond, known := n.ints(0)
 	known = known && len(cond) == 1
+	thenOut, thenW, thenErr := n.inferSub("then_branch", nil)
+	elseOut, elseW, elseErr := n.inferSub("else_branch", nil)
 	var takeElse bool
-	if known {
+	switch {
+	case known:
+		// A branch the constant condition never takes may well not shape
+		// for these inputs (exporters trace both sides of a sample-rate
+		// or mode switch); only the taken one must.
 		takeElse = cond[0] == 0
-	} else {
+	case thenErr != nil && elseErr != nil:
+		return fmt.Errorf("neither branch can be shaped for these inputs: then branch: %v; else branch: %v", thenErr, elseErr)
+	case thenErr != nil || elseErr != nil:
+		// A branch that cannot run on these shapes cannot be the one taken
+		// at run time, whatever the options prefer.
+		takeElse = thenErr != nil
+		dropped, kept, err := "else", "then", elseErr
+		if takeElse {
+			dropped, kept, err = "then", "else", thenErr
+		}
+		n.c.forcedIf = append(n.c.forcedIf, n.name)
+		n.c.warn("if-dropped:"+n.name, fmt.Sprintf("If node %q: the %s branch cannot be shaped for these inputs (%v), so it cannot be the branch taken; shaped and costed as the %s branch",
+			n.name, dropped, unwrapSubgraph(err), kept))
+	default:
 		// The branch is decided at run time: plan for the one the options
 		// choose, so that downstream shapes and costs stay concrete.
 		n.c.dynamicIf = append(n.c.dynamicIf, n.name)
@@ -112,9 +138,15 @@ func inferIf(n *node) error {
 			takeElse = elseW.FLOPs > thenW.FLOPs
 		}
 	}
-	outs, w := thenOut, thenW
+	outs, w, err := thenOut, thenW, thenErr
 	if takeElse {
-		outs, w = elseOut, elseW
+		outs, w, err = elseOut, elseW, elseErr
+	}
+	if err != nil {
+		return err
+	}
+	if len(outs) < len(n.out) || thenErr == nil && elseErr == nil && len(thenOut) != len(elseOut) {
+		return fmt.Errorf("branches have %d and %d outputs, the node %d", len(thenOut), len(elseOut), len(n.out))
 	}
 	for i := range n.out {
 		o := outs[i]
@@ -220,7 +252,7 @@ func (c *converter) controlFlowWarnings() {
 		}
 		c.warn("if-branch", fmt.Sprintf("%d If node(s) have a condition that is not a constant (first: %q): shaped and costed as %s; choose with --if-branch then|else|max",
 			k, c.dynamicIf[0], what))
-	} else if branch == IfThen || branch == IfElse {
+	} else if (branch == IfThen || branch == IfElse) && len(c.forcedIf) == 0 {
 		c.warn("if-branch", fmt.Sprintf("--if-branch %s: the model has no If whose condition is not a constant", branch))
 	}
 }

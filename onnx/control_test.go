@@ -152,3 +152,125 @@ func TestControlFlowBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// sileroIf is a miniature of Silero VAD v5's sample-rate dispatch: x is a
+// 1×4×2 signal and sr a scalar graph input; the outer If_0 branches on
+// sr == 16000, its then branch ends in a decoder Squeeze of the last
+// axis (size 2 for these inputs, so it cannot be the branch taken), and
+// its else branch holds an inner If_1 on sr == 8000 whose else branch
+// fails the same way. innerThenFails makes the inner then branch fail
+// too, so no branch of If_0 can be shaped.
+func sileroIf(innerThenFails bool) *modelBuilder {
+	squeeze := func(name, out string) *onnxpb.GraphProto {
+		return &onnxpb.GraphProto{Name: proto.String(name),
+			Initializer: []*onnxpb.TensorProto{intTensor(name+"_axes", []int64{1}, -1)},
+			Node: []*onnxpb.NodeProto{
+				{OpType: proto.String("MatMul"), Name: proto.String(name + "/decoder/MatMul"), Input: strs("x", "w"), Output: strs(name + "_mm")},
+				{OpType: proto.String("Squeeze"), Name: proto.String(name + "/decoder/Squeeze"), Input: strs(name+"_mm", name+"_axes"), Output: strs(out)},
+			},
+			Output: []*onnxpb.ValueInfoProto{{Name: proto.String(out)}}}
+	}
+	reduce := &onnxpb.GraphProto{Name: proto.String("inner_then"),
+		Node: []*onnxpb.NodeProto{
+			{OpType: proto.String("Relu"), Name: proto.String("inner_then/Relu"), Input: strs("x"), Output: strs("r")},
+			{OpType: proto.String("ReduceSum"), Name: proto.String("inner_then/ReduceSum"), Input: strs("r"), Output: strs("rs"),
+				Attribute: []*onnxpb.AttributeProto{aInt("keepdims", 0)}},
+		},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("rs")}}}
+	innerThen := reduce
+	if innerThenFails {
+		innerThen = squeeze("inner_then", "rs")
+	}
+	inner := &onnxpb.GraphProto{Name: proto.String("outer_else"),
+		Node: []*onnxpb.NodeProto{
+			{OpType: proto.String("Equal"), Input: strs("sr", "c8000"), Output: strs("is8k")},
+			{OpType: proto.String("If"), Name: proto.String("If_1"), Input: strs("is8k"), Output: strs("e"),
+				Attribute: []*onnxpb.AttributeProto{aGraph("then_branch", innerThen), aGraph("else_branch", squeeze("inner_else", "ie"))}},
+		},
+		Output: []*onnxpb.ValueInfoProto{{Name: proto.String("e")}}}
+	b := newModel(16).input("x", f32, 1, 4, 2).input("sr", i64).weight("w", 2, 2).
+		ints("c16000", nil, 16000).ints("c8000", nil, 8000)
+	b.node("Equal", strs("sr", "c16000"), strs("is16k"))
+	b.node("If", strs("is16k"), strs("y"), aGraph("then_branch", squeeze("outer_then", "t")), aGraph("else_branch", inner))
+	b.m.Graph.Node[len(b.m.Graph.Node)-1].Name = proto.String("If_0")
+	return b.output("y")
+}
+
+// TestIfUnshapeableBranch checks that an If whose condition is not a
+// constant takes the branch that can be shaped when the other cannot,
+// with a warning naming the node, the branch dropped and why, whatever
+// IfBranch asks; and that it fails, naming both errors, only when no
+// branch can be shaped.
+func TestIfUnshapeableBranch(t *testing.T) {
+	cases := []struct {
+		name     string
+		model    *modelBuilder
+		opts     Options
+		y        string
+		warnings []string
+		err      []string
+	}{
+		{name: "nested, default", model: sileroIf(false), y: "scalar", warnings: []string{
+			`If node "If_0": the then branch cannot be shaped for these inputs (node "outer_then/decoder/Squeeze" (Squeeze): cannot squeeze axis -1 of size 2), so it cannot be the branch taken; shaped and costed as the else branch`,
+			`If node "If_1": the else branch cannot be shaped for these inputs (node "inner_else/decoder/Squeeze" (Squeeze)`,
+		}},
+		{name: "option names the dropped branch", model: sileroIf(false), opts: Options{IfBranch: IfThen}, y: "scalar",
+			warnings: []string{`If node "If_0": the then branch cannot be shaped`}},
+		{name: "no branch", model: sileroIf(true), err: []string{
+			`node "If_0" (If): neither branch can be shaped for these inputs: then branch: subgraph "then_branch": node "outer_then/decoder/Squeeze"`,
+			`else branch: subgraph "else_branch": node "If_1" (If): neither branch can be shaped`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(tc.model.bytes(t), "silero.onnx", tc.opts)
+			if tc.err != nil {
+				var ie *InputError
+				if !errors.As(err, &ie) {
+					t.Fatalf("error %v, want an *InputError", err)
+				}
+				for _, want := range tc.err {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := m.Graph.TensorByName("y")
+			if s := m.Graph.Tensor(id).ShapeString(); s != tc.y {
+				t.Errorf("y = %s, want %s", s, tc.y)
+			}
+			for _, want := range tc.warnings {
+				if !slices.ContainsFunc(m.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+					t.Errorf("warnings %q lack %q", m.Warnings, want)
+				}
+			}
+			for _, w := range m.Warnings {
+				if strings.Contains(w, "--if-branch") {
+					t.Errorf("warning %q: the branch was not chosen by the option", w)
+				}
+			}
+		})
+	}
+}
+
+// TestIfConstantDeadBranch checks that an If whose condition folds is
+// not failed by the branch it never takes.
+func TestIfConstantDeadBranch(t *testing.T) {
+	b := sileroIf(false)
+	// Replace sr by the constant 8000: If_0 takes else, If_1 then.
+	b.m.Graph.Input = b.m.Graph.Input[:1]
+	b.ints("sr", nil, 8000)
+	m, err := Decode(b.bytes(t), "silero.onnx", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range m.Warnings {
+		if strings.Contains(w, "If") {
+			t.Errorf("warning %q for Ifs with constant conditions", w)
+		}
+	}
+}

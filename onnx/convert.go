@@ -27,6 +27,9 @@ type converter struct {
 	// Loop nodes whose trip count are not constants, in inference order.
 	dynamicIf   []string
 	dynamicLoop []string
+	// forcedIf lists the If nodes with a run-time condition of which only
+	// one branch could be shaped, so that branch was taken.
+	forcedIf []string
 	depth       int
 	// constFloats holds the contents of small float tensor attributes
 	// (graph.Attr keeps only integer contents).

@@ -26,9 +26,14 @@
 //
 // # Control flow
 //
-// An If whose condition folds to a constant takes that branch. Otherwise
-// it is shaped and costed as the branch Options.IfBranch names — by
-// default the one with more FLOPs, so a plan never underestimates it. A
+// An If whose condition folds to a constant takes that branch (the other
+// need not shape for these inputs). Otherwise, when one branch cannot be
+// shaped for these inputs (a decoder of another sample rate), it cannot
+// be the branch taken: the other is, with a warning naming the If and the
+// branch dropped; only when neither shapes does import fail, naming both
+// errors. Else the If is shaped and costed as the branch Options.IfBranch
+// names — by default the one with more FLOPs, so a plan never
+// underestimates it. A
 // Loop runs M times when M folds to a count (INT32_MAX and above are
 // exporters' "while" sentinels, not counts), else Options.LoopTrips
 // times; without that option one iteration is counted, the cost marked
