@@ -30,7 +30,7 @@ type converter struct {
 	// forcedIf lists the If nodes with a run-time condition of which only
 	// one branch could be shaped, so that branch was taken.
 	forcedIf []string
-	depth       int
+	depth    int
 	// constFloats holds the contents of small float tensor attributes
 	// (graph.Attr keeps only integer contents).
 	constFloats map[*graph.Tensor][]float64
