@@ -82,10 +82,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Per layer: 11 forward ops besides the heads, each with its gradient,
+// Per layer: 10 forward ops besides the heads, each with its gradient,
 // and 6 weights, each with its update.
 const (
-	layerFixedForward = 11
+	layerFixedForward = 10
 	layerWeights      = 6
 	// The embedding, final norm, output projection and loss, their
 	// gradients, and the updates of the first three.
