@@ -13,8 +13,9 @@ import (
 // graph (one node per group, an edge where any member of one group feeds
 // any member of another) and a topological order of it, and refuses a
 // merge that would make the quotient cyclic or join ops under different
-// Colocate keys or Device pins. Fusion passes decide what to merge; the
-// Fuser guarantees that whatever they merge stays schedulable.
+// Colocate keys or Device pins, or ops no one device type can run (see
+// DeviceSets). Fusion passes decide what to merge; the Fuser guarantees
+// that whatever they merge stays schedulable and placeable.
 //
 // Group IDs are the Grouping's representatives (a group's smallest op
 // ID).
@@ -39,6 +40,21 @@ type Fuser struct {
 	// softKey joins soft colocation keys whose groups were fused: a
 	// union-find from key to key, settled onto the ops by settle.
 	softKey map[string]string
+	// runs is each live representative's DeviceSets bits (the
+	// intersection of its members'), words per group; words is 0 when
+	// fusion is unrestricted.
+	runs  []uint64
+	words int
+}
+
+// DeviceSets gives each op the set of device types that can run it, for
+// fusion to respect: a fused kernel runs on one device, so its ops must
+// have a device type in common. Op i's set is the bits
+// Bits[i*Words:(i+1)*Words], bit k for the k-th device type of the
+// caller's numbering; an op with an empty set joins no group.
+type DeviceSets struct {
+	Words int
+	Bits  []uint64
 }
 
 // SoftColocatePrefix starts a Colocate key that a pass derived rather
@@ -53,7 +69,9 @@ func IsSoftColocate(key string) bool { return strings.HasPrefix(key, SoftColocat
 
 // NewFuser starts a fusion of g with every op in its own group. It fails
 // only on a cyclic graph.
-func NewFuser(g *Graph, adj *Adjacency) (*Fuser, error) {
+func NewFuser(g *Graph, adj *Adjacency) (*Fuser, error) { return newFuser(g, adj, nil) }
+
+func newFuser(g *Graph, adj *Adjacency, runs *DeviceSets) (*Fuser, error) {
 	order, err := g.TopoOrder(adj)
 	if err != nil {
 		return nil, err
@@ -68,6 +86,12 @@ func NewFuser(g *Graph, adj *Adjacency) (*Fuser, error) {
 	}
 	for i, op := range order {
 		f.pos[op] = int32(i)
+	}
+	if runs != nil && runs.Words > 0 {
+		if len(runs.Bits) != n*runs.Words {
+			return nil, fmt.Errorf("fusion: device sets for %d ops of %d words, have %d words", n, runs.Words, len(runs.Bits))
+		}
+		f.runs, f.words = slices.Clone(runs.Bits), runs.Words
 	}
 	for i := range g.Ops {
 		f.succ[i] = slices.Clone(adj.Succs(OpID(i)))
@@ -143,11 +167,26 @@ func (f *Fuser) CanMerge(a, b OpID) bool {
 // may meet another soft key: the groups then become one.
 func (f *Fuser) compatible(ra, rb OpID) bool {
 	x, y := &f.g.Ops[ra], &f.g.Ops[rb]
-	if x.Device != y.Device {
+	if x.Device != y.Device || !f.shareDeviceType(ra, rb) {
 		return false
 	}
 	kx, ky := f.key(f.groupKey(ra)), f.key(f.groupKey(rb))
 	return kx == ky || f.softOrNone(kx) && f.softOrNone(ky)
+}
+
+// shareDeviceType reports whether some device type runs every op of both
+// groups.
+func (f *Fuser) shareDeviceType(ra, rb OpID) bool {
+	if f.words == 0 {
+		return true
+	}
+	a, b := f.runs[int(ra)*f.words:][:f.words], f.runs[int(rb)*f.words:][:f.words]
+	for i := range a {
+		if a[i]&b[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *Fuser) softOrNone(key string) bool { return key == "" || IsSoftColocate(key) }
@@ -317,6 +356,13 @@ func (f *Fuser) Merge(a, b OpID) bool {
 	}
 	f.succ[r], f.pred[r] = succ, pred
 	f.succ[gone], f.pred[gone] = nil, nil
+	if f.words > 0 {
+		a, b := f.runs[int(x)*f.words:][:f.words], f.runs[int(y)*f.words:][:f.words]
+		both := f.runs[int(r)*f.words:][:f.words]
+		for i := range both {
+			both[i] = a[i] & b[i]
+		}
+	}
 	f.anchors[r] = f.anchors[x] + f.anchors[y]
 	f.opaque[r] = f.opaque[x] + f.opaque[y]
 	m := append(f.members[x], f.members[y]...)
@@ -430,6 +476,12 @@ func (fu *Fusion) Merged() int {
 
 // Fuse runs the passes of a registered mode on g.
 func Fuse(g *Graph, adj *Adjacency, mode string) (*Fusion, error) {
+	return FuseOn(g, adj, mode, nil)
+}
+
+// FuseOn is Fuse restricted to groups whose ops share a device type that
+// runs them all (runs; nil means every op runs everywhere).
+func FuseOn(g *Graph, adj *Adjacency, mode string, runs *DeviceSets) (*Fusion, error) {
 	fusionMu.RLock()
 	names, ok := fusionModes[mode]
 	passes := make([]FusionPass, len(names))
@@ -440,7 +492,7 @@ func Fuse(g *Graph, adj *Adjacency, mode string) (*Fusion, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown fusion mode %q: use one of %s", mode, strings.Join(FusionModes(), ", "))
 	}
-	f, err := NewFuser(g, adj)
+	f, err := newFuser(g, adj, runs)
 	if err != nil {
 		return nil, err
 	}

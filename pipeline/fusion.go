@@ -63,7 +63,13 @@ func fuseGraph(_ context.Context, r *run) error {
 	if mode == FusionNone {
 		return nil
 	}
-	fu, err := graph.Fuse(g, g.BuildAdjacency(), mode)
+	// The fine model's checks run on the graph the user wrote, so a bad
+	// input reads the same with or without fusion.
+	fine := r.costModel()
+	if err := checkCluster(fine, g, r.cluster); err != nil {
+		return err
+	}
+	fu, err := graph.FuseOn(g, g.BuildAdjacency(), mode, deviceSets(g, r.cluster, fine))
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
@@ -82,6 +88,37 @@ func fuseGraph(_ context.Context, r *run) error {
 	return nil
 }
 
+// deviceSets is which device types of c run each op under model, for
+// fusion to keep ops that share none apart; nil when every op runs
+// everywhere, as under the roofline.
+func deviceSets(g *graph.Graph, c *cluster.Cluster, model cost.Model) *graph.DeviceSets {
+	if _, ok := model.(cost.Roofline); ok {
+		return nil
+	}
+	var types []*cluster.DeviceType
+	for i := range c.Devices {
+		if !slices.Contains(types, c.Devices[i].Type) {
+			types = append(types, c.Devices[i].Type)
+		}
+	}
+	words := (len(types) + 63) / 64
+	sets := &graph.DeviceSets{Words: words, Bits: make([]uint64, len(g.Ops)*words)}
+	restricted := false
+	for op := range g.Ops {
+		for k, dt := range types {
+			if math.IsInf(model.OpTime(g, graph.OpID(op), dt), 1) {
+				restricted = true
+				continue
+			}
+			sets.Bits[op*words+k/64] |= 1 << (k % 64)
+		}
+	}
+	if !restricted {
+		return nil
+	}
+	return sets
+}
+
 // FusedCosts prices the ops of a fused graph from a model of the original
 // graph. A group of one op costs what fine says. A group of several costs
 // the sum of its members' times scaled by what fusing saves under the
@@ -98,6 +135,28 @@ type fusedCosts struct {
 	c    *graph.Coarse
 	fine cost.Model
 	roof cost.Roofline
+}
+
+// TransferTime passes on the fine model's measured transfers: fusion
+// keeps every tensor under its ID.
+func (m fusedCosts) TransferTime(g *graph.Graph, t graph.TensorID, from, to *cluster.Device, def float64) float64 {
+	tm, ok := m.fine.(cost.TransferModel)
+	if !ok {
+		return def
+	}
+	if g == m.c.Graph {
+		g = m.c.Fine
+	}
+	return tm.TransferTime(g, t, from, to, def)
+}
+
+// CheckCluster runs the fine model's check on the original graph, so its
+// message names the op as the model file does.
+func (m fusedCosts) CheckCluster(g *graph.Graph, c *cluster.Cluster) error {
+	if g == m.c.Graph {
+		g = m.c.Fine
+	}
+	return checkCluster(m.fine, g, c)
 }
 
 func (m fusedCosts) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64 {

@@ -285,13 +285,28 @@ func (r *run) costModel() cost.Model {
 	return cost.Roofline{}
 }
 
+// clusterChecker is a cost model that can tell, before any placement,
+// that the cluster cannot run the graph (a costed graph's op timed only
+// on device types the cluster lacks).
+type clusterChecker interface {
+	CheckCluster(*graph.Graph, *cluster.Cluster) error
+}
+
+// checkCluster runs model's cluster check, if it has one.
+func checkCluster(model cost.Model, g *graph.Graph, c *cluster.Cluster) error {
+	if check, ok := model.(clusterChecker); ok {
+		if err := check.CheckCluster(g, c); err != nil {
+			return &InputError{err}
+		}
+	}
+	return nil
+}
+
 func buildCosts(_ context.Context, r *run) error {
 	model := r.costModel()
-	if check, ok := model.(interface {
-		CheckCluster(*graph.Graph, *cluster.Cluster) error
-	}); ok {
-		if err := check.CheckCluster(r.model.Graph, r.cluster); err != nil {
-			return &InputError{err}
+	if r.fused == nil { // the fuse stage checked the graph before fusing it
+		if err := checkCluster(model, r.model.Graph, r.cluster); err != nil {
+			return err
 		}
 	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)

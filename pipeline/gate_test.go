@@ -1,0 +1,109 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
+)
+
+// costedFile writes a costed graph of three ops a -> b -> c (MatMul,
+// Relu, Add: one vertically fusible chain) with the given times_ms
+// objects and the edge a -> b's extra keys, and returns its path.
+func costedFile(t *testing.T, a, b, c, edge string) string {
+	t.Helper()
+	doc := `{"format": "opplace-costed-graph/v1", "name": "chain", "ops": [
+  {"name": "a", "type": "MatMul", "times_ms": ` + a + `, "output_bytes": 1000},
+  {"name": "b", "type": "Relu", "times_ms": ` + b + `, "output_bytes": 1000},
+  {"name": "c", "type": "Add", "times_ms": ` + c + `, "output_bytes": 10}],
+ "edges": [{"from": "a", "to": "b"` + edge + `}, {"from": "b", "to": "c"}]}`
+	path := filepath.Join(t.TempDir(), "chain.json")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestFusionKeepsCostedChecks: a costed graph plans, or fails, alike with
+// fusion and without: an op timed only on a device type the cluster lacks
+// is an input error naming the op either way (not a "does not fit"), ops
+// with no device type in common are never fused into a kernel nothing
+// runs, and measured transfers still count.
+func TestFusionKeepsCostedChecks(t *testing.T) {
+	both := `{"V100-16GB": 1, "T4": 1}`
+	tests := []struct {
+		name string
+		path string
+		// errPart is a fragment of the input error; "" for a plan, whose
+		// step must then be at least minMS.
+		errPart string
+		minMS   float64
+	}{
+		{"op timed only on a type the cluster lacks", costedFile(t, both, `{"H100": 1}`, both, ""),
+			`chain.json: op "b" has no time for any device type of cluster "hetero"`, 0},
+		{"neighbours with no type in common", costedFile(t, `{"V100-16GB": 1}`, `{"T4": 2}`, both, ""), "", 2},
+		{"measured transfer", costedFile(t, `{"V100-16GB": 1}`, `{"T4": 2}`, both, `, "transfer_ms": 500`), "", 500},
+	}
+	for _, tc := range tests {
+		for _, fusion := range []string{pipeline.FusionNone, pipeline.FusionHybrid, "vertical"} {
+			t.Run(tc.name+"/"+fusion, func(t *testing.T) {
+				o := pipeline.Options{ModelPath: tc.path, ClusterPath: filepath.Join(clusters, "hetero.yaml"), Fusion: fusion, Strategy: "m-etf"}
+				res, err := pipeline.Run(context.Background(), o)
+				if tc.errPart != "" {
+					var in *pipeline.InputError
+					if !errors.As(err, &in) || !strings.Contains(err.Error(), tc.errPart) {
+						t.Errorf("error %v, want an input error with %q", err, tc.errPart)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				dev := map[string]string{}
+				for _, op := range res.Plan.Ops {
+					dev[op.Name] = op.Device
+				}
+				if dev["a"] == dev["b"] {
+					t.Errorf("a and b both on %s, which runs only one of them", dev["a"])
+				}
+				if res.Plan.PredictedStepMS < tc.minMS {
+					t.Errorf("step %g ms, want at least %g ms", res.Plan.PredictedStepMS, tc.minMS)
+				}
+			})
+		}
+	}
+}
+
+// TestAskedStrategyFailure: GPT-2 XL's training step fits two hosts of
+// A100s (m-topo plans it), but ilp's memory model, which keeps every
+// activation for the whole step, finds no plan: the error says that ilp
+// found none, that nothing proves none exists, and that m-topo fits.
+func TestAskedStrategyFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans GPT-2 XL")
+	}
+	o := opts("gpt2_xl", "8xA100-2host", map[string]int64{"batch": 4})
+	o.Strategy = "ilp"
+	_, err := pipeline.Run(context.Background(), o)
+	var inf *placer.InfeasibleError
+	if !errors.As(err, &inf) {
+		t.Fatalf("got %v, want an InfeasibleError", err)
+	}
+	if inf.Proved || inf.Strategy != "ilp" || inf.Alternative != "m-topo" {
+		t.Errorf("proved %v, strategy %q, alternative %q; want false, ilp, m-topo", inf.Proved, inf.Strategy, inf.Alternative)
+	}
+	msg := err.Error()
+	for _, part := range []string{"strategy ilp found no plan that fits", "does not prove that none exists", "keeps every op's output", "strategy m-topo finds a plan that fits"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("message lacks %q:\n%s", part, msg)
+		}
+	}
+	if strings.Contains(msg, "does not fit the cluster") || strings.Contains(msg, "--") {
+		t.Errorf("message claims a misfit or names a flag:\n%s", msg)
+	}
+}
