@@ -140,6 +140,16 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		c.Strategies = append(c.Strategies, row)
 		task.Add(1)
 	}
+	figures := map[string]float64{"lower bound (ms)": c.LowerBoundMS}
+	for _, row := range c.Strategies {
+		figures["predicted step of "+row.Strategy+" (ms)"] = row.PredictedStepMS
+		figures["estimate of "+row.Strategy+" (ms)"] = row.EstimatedStepMS
+		figures["gap of "+row.Strategy] = row.Gap
+		figures["throughput of "+row.Strategy+" (samples/s)"] = row.ThroughputSamplesPerS
+	}
+	if err := checkFinite(r, figures); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

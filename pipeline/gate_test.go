@@ -107,3 +107,39 @@ func TestAskedStrategyFailure(t *testing.T) {
 		t.Errorf("message claims a misfit or names a flag:\n%s", msg)
 	}
 }
+
+// TestNonFiniteFigures: times near the float64 limit pass the costed
+// reader but overflow the step's sums; plan and compare reject them as
+// input naming the op, rather than failing later on writing +Inf.
+func TestNonFiniteFigures(t *testing.T) {
+	huge, one := `{"V100-16GB": 1e308}`, `{"V100-16GB": 1}`
+	tests := []struct {
+		name     string
+		a, b, c  string
+		wantPart string
+	}{
+		{"two huge ops", huge, huge, one, `op "a" costs 1e+305 s on V100-16GB`},
+		{"one huge op", one, huge, one, `op "b" costs 1e+305 s on V100-16GB`},
+	}
+	for _, tc := range tests {
+		path := costedFile(t, tc.a, tc.b, tc.c, "")
+		o := pipeline.Options{ModelPath: path, ClusterPath: filepath.Join(clusters, "4xV100.yaml")}
+		t.Run(tc.name+"/plan", func(t *testing.T) {
+			res, err := pipeline.Run(context.Background(), o)
+			var in *pipeline.InputError
+			if !errors.As(err, &in) || !strings.Contains(err.Error(), tc.wantPart) {
+				t.Fatalf("error %v, want an input error with %q", err, tc.wantPart)
+			}
+			if res.Plan != nil {
+				t.Error("a plan came back with the error")
+			}
+		})
+		t.Run(tc.name+"/compare", func(t *testing.T) {
+			_, err := pipeline.Compare(context.Background(), pipeline.CompareOptions{Options: o, Strategies: []string{"m-etf", "dp"}})
+			var in *pipeline.InputError
+			if !errors.As(err, &in) || !strings.Contains(err.Error(), tc.wantPart) {
+				t.Fatalf("error %v, want an input error with %q", err, tc.wantPart)
+			}
+		})
+	}
+}

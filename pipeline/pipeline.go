@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
@@ -169,6 +171,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return res, err
 		}
 	}
+	if err := checkFinite(r, planFigures(r.plan)); err != nil {
+		return res, err
+	}
 	res.Plan, res.Graph, res.Cluster, res.Sim = r.plan, r.model.Graph, r.cluster, r.sim
 	return res, nil
 }
@@ -325,4 +330,60 @@ func buildCosts(_ context.Context, r *run) error {
 func lowerBound(_ context.Context, r *run) error {
 	r.bound, r.boundKind = strategy.SpaceBound(r.problem, strategy.Family(r.opts.Strategy))
 	return nil
+}
+
+// checkFinite rejects a plan whose predicted figures are not finite
+// numbers, before anything is written: costs so large that the step's sums
+// overflow (measured times near the float64 limit) would otherwise fail as
+// a JSON encoding error, a bug's exit code. Every other figure of a plan
+// (op starts and ends, device and stage times) lies within the step, so
+// the headline figures are the ones to check.
+func checkFinite(r *run, figures map[string]float64) error {
+	names := make([]string, 0, len(figures))
+	for name := range figures {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if v := figures[name]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return &InputError{fmt.Errorf("%s: the %s is %v: %s", r.opts.ModelPath, name, v, slowestOp(r))}
+		}
+	}
+	return nil
+}
+
+// slowestOp names the op whose cost is most likely to have overflowed a
+// plan's sums: the one with the largest finite time.
+func slowestOp(r *run) string {
+	t := r.problem.Costs
+	op, dev, worst := -1, 0, 0.0
+	for i := range t.Graph.Ops {
+		for d := 0; d < t.NumDevices(); d++ {
+			if v := t.OpTime(graph.OpID(i), d); !math.IsInf(v, 1) && (op < 0 || v > worst || math.IsNaN(v)) {
+				op, dev, worst = i, d, v
+				if math.IsNaN(v) {
+					break
+				}
+			}
+		}
+	}
+	if op < 0 {
+		return "no op has a finite time; check the model's costs"
+	}
+	return fmt.Sprintf("op %q costs %g s on %s, too much for the step's sums; check the time or sizes the model gives it",
+		t.Graph.Ops[op].Name, worst, t.Cluster.Devices[dev].Type.Name)
+}
+
+// planFigures are the figures of a plan checkFinite checks.
+func planFigures(p *plan.Plan) map[string]float64 {
+	f := map[string]float64{
+		"predicted step (ms)": p.PredictedStepMS, "lower bound (ms)": p.LowerBoundMS, "gap to the bound": p.Gap,
+		"throughput (samples/s)": p.ThroughputSamplesPerS, "strategy's own estimate (ms)": p.EstimatedStepMS,
+		"bottleneck stage time (ms)": p.BottleneckMS,
+	}
+	for _, c := range p.Candidates {
+		f["predicted step of candidate "+c.Strategy+" (ms)"] = c.PredictedStepMS
+		f["throughput of candidate "+c.Strategy+" (samples/s)"] = c.ThroughputSamplesPerS
+	}
+	return f
 }
