@@ -112,7 +112,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 			return nil, err
 		}
 		if eps <= 0 || try == maxCoarsen {
-			return fallback(fmt.Sprintf("the graph has more than %d downsets even with side branches under %.3g%% of the compute merged (raise MaxIdeals or Epsilon to search them)", p.Options.MaxIdeals, 100*eps))
+			return fallback(fmt.Sprintf("the graph has more than %d downsets even with side branches under %.3g%% of the compute merged more than exact searches", p.Options.MaxIdeals, 100*eps))
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -214,7 +214,7 @@ type InfeasibleError struct {
 }
 
 func (e *InfeasibleError) Error() string {
-	return fmt.Sprintf("pipeline partitioner %s: no split fits in device memory: %s; add devices with more memory, raise --micro-batches, or use a training graph with fewer stashed activations", e.Partitioner, e.Detail)
+	return fmt.Sprintf("pipeline partitioner %s: no split fits in device memory: %s; add devices with more memory, raise the micro-batch count, or use a training graph with fewer stashed activations", e.Partitioner, e.Detail)
 }
 
 // microBatchCandidates lists the M values a solve tries: the fixed one, or

@@ -268,7 +268,7 @@ func loadCluster(_ context.Context, r *run) error {
 		return nil
 	}
 	if r.opts.ClusterPath == "" {
-		return &InputError{errors.New("no cluster given: pass --cluster FILE (see testdata/clusters/ for examples)")}
+		return &InputError{errors.New("no cluster given: a plan needs a cluster file (testdata/clusters/ has examples)")}
 	}
 	c, err := cluster.Load(r.opts.ClusterPath)
 	if err != nil {

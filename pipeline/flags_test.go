@@ -1,0 +1,41 @@
+package pipeline_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestLibraryNamesNoFlags: library packages serve Go programs as well as
+// the CLI, and a flag's name changes with the CLI (--micro-batches was
+// never the flag's name), so their messages say what to change ("the
+// micro-batch count"), and only cmd/opplace names flags.
+func TestLibraryNamesNoFlags(t *testing.T) {
+	flag := regexp.MustCompile(`(^|[\s(])--[a-z][a-z-]*`)
+	for _, dir := range []string{".", "../partition", "../placer", "../strategy", "../cost", "../profile", "../graph", "../sim"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && flag.MatchString(lit.Value) {
+					t.Errorf("%s: a message names a command-line flag: %s", fset.Position(lit.Pos()), lit.Value)
+				}
+				return true
+			})
+		}
+	}
+}
