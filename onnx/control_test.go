@@ -142,8 +142,8 @@ func TestControlFlowBadOptions(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{LoopTrips: -1}, "--loop-trips -1: the trip count must be positive"},
-		{Options{IfBranch: "both"}, `--if-branch "both": want then, else or max`},
+		{Options{LoopTrips: -1}, "the loop trip count -1 must be positive"},
+		{Options{IfBranch: "both"}, `the If branch "both" is not then, else or max`},
 	} {
 		_, err := Decode(loopModel(5).bytes(t), "cf.onnx", tc.opts)
 		var ie *InputError

@@ -2,8 +2,10 @@ package onnx
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,6 +43,14 @@ func TestBadInput(t *testing.T) {
 		node("Expand", strs("x", "s"), strs("y")).output("y")
 	unbound := newModel(17).symInput("input_ids", i64, "batch", 128).node("Relu", strs("input_ids"), strs("y")).output("y")
 	noSuchShape := newModel(17).input("x", f32, 2).node("Relu", strs("x"), strs("y")).output("y")
+	// 520 activations of 2^51 bytes each: every tensor is legal, their
+	// sum passes 2^60 bytes.
+	manyBig := newModel(17).input("x", f32, 1<<25, 1<<24)
+	for i := 0; i < 520; i++ {
+		manyBig.node("Identity", strs(fmt.Sprintf("t%d", i)), strs(fmt.Sprintf("t%d", i+1)))
+	}
+	manyBig.m.Graph.Node[0].Input = strs("x")
+	manyBig.output("t520")
 
 	cases := []struct {
 		name string
@@ -68,7 +78,15 @@ func TestBadInput(t *testing.T) {
 			want: `m.onnx: input "input_ids" axis 0 is the symbolic dimension "batch"; bind it with --dim batch=N or --batch N`},
 		{name: "unknown --shape input", data: noSuchShape.bytes(t), opts: Options{Shapes: map[string][]int64{"y": {1}}},
 			want: `--shape y: the model has no input named "y"`},
-		{name: "negative batch", data: noSuchShape.bytes(t), opts: Options{Batch: -1}, want: "--batch -1"},
+		{name: "negative batch", data: noSuchShape.bytes(t), opts: Options{Batch: -1}, want: "the batch size -1 must be positive"},
+		{name: "zero dim", data: unbound.bytes(t), opts: Options{Dims: map[string]int64{"batch": 0}},
+			want: `dimension "batch" bound to 0: a dimension must be positive`},
+		{name: "zero shape", data: unbound.bytes(t), opts: Options{Shapes: map[string][]int64{"input_ids": {4, 0}}},
+			want: `the shape given for input "input_ids" has size 0 on axis 1: a dimension must be positive`},
+		{name: "FLOPs past 2^60", path: modelPath("gpt2_xl"), opts: Options{Dims: map[string]int64{"batch": 3000000}},
+			want: `(MatMul, output 3000000x1024x6400): the graph's FLOPs reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension`},
+		{name: "tensor bytes past 2^60", data: manyBig.bytes(t),
+			want: `tensor "t511" (float32 33554432x16777216): the graph's tensors reach 2^60 bytes (1 EiB) here`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +106,9 @@ func TestBadInput(t *testing.T) {
 			msg := err.Error()
 			if !strings.Contains(msg, tc.want) {
 				t.Errorf("error %q does not contain %q", msg, tc.want)
+			}
+			if strings.Contains(msg, "--") && !strings.Contains(tc.want, "--") {
+				t.Errorf("a library error names a command-line flag: %q", msg)
 			}
 			if strings.Contains(msg, "\n") {
 				t.Errorf("error spans lines: %q", msg)
@@ -133,5 +154,20 @@ func TestInitializerInputs(t *testing.T) {
 	}
 	if m.Opset != 9 {
 		t.Errorf("opset %d", m.Opset)
+	}
+}
+
+// TestEmptyInputWarning checks that an input the model declares with a
+// 0 dimension imports (an empty tensor is legal ONNX) with a warning
+// naming the input and axis, since every op it reaches then costs nothing.
+func TestEmptyInputWarning(t *testing.T) {
+	b := newModel(17).input("x", f32, 4, 0).weight("w", 0, 8).node("MatMul", strs("x", "w"), strs("y")).output("y")
+	m, err := Decode(b.bytes(t), "empty.onnx", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `input "x" axis 1 has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it`
+	if !slices.Contains(m.Warnings, want) {
+		t.Errorf("warnings %q lack %q", m.Warnings, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -159,7 +160,7 @@ func Decode(data []byte, name string, opts Options) (*Model, error) {
 	if len(data) == 0 {
 		return nil, fail("empty file, not an ONNX model")
 	}
-	if err := checkOptions(opts); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, &InputError{name, err}
 	}
 	mp := &onnxpb.ModelProto{}
@@ -183,6 +184,9 @@ func Decode(data []byte, name string, opts Options) (*Model, error) {
 		}
 		return nil, &InputError{name, err}
 	}
+	if err := shapes.CheckTotals(g); err != nil {
+		return nil, &InputError{name, err}
+	}
 	g.Name = graphName(mp.Graph.GetName(), name)
 	return &Model{Graph: g, Opset: c.opsets[""], Warnings: c.finishWarnings()}, nil
 }
@@ -195,26 +199,35 @@ func graphName(gname, file string) string {
 	return base[:len(base)-len(filepath.Ext(base))]
 }
 
-func checkOptions(o Options) error {
+// Validate rejects options that bind nothing real: a negative batch or
+// trip count, a dimension that is not positive (a 0 makes every tensor
+// that carries it empty, and the step a no-op), an unknown If branch.
+// Its errors name the option's meaning, not a command-line flag.
+func (o Options) Validate() error {
 	if o.Batch < 0 {
-		return fmt.Errorf("--batch %d: the batch size must be positive", o.Batch)
+		return fmt.Errorf("the batch size %d must be positive (0 leaves it unbound)", o.Batch)
 	}
 	if o.LoopTrips < 0 {
-		return fmt.Errorf("--loop-trips %d: the trip count must be positive", o.LoopTrips)
+		return fmt.Errorf("the loop trip count %d must be positive (0 counts one iteration)", o.LoopTrips)
 	}
 	switch o.IfBranch {
 	case "", IfMax, IfThen, IfElse:
 	default:
-		return fmt.Errorf("--if-branch %q: want then, else or max", o.IfBranch)
+		return fmt.Errorf("the If branch %q is not then, else or max", o.IfBranch)
 	}
 	for _, k := range sortedKeys(o.Dims) {
-		if v := o.Dims[k]; v < 0 {
-			return fmt.Errorf("--dim %s=%d: a dimension must not be negative", k, v)
+		if v := o.Dims[k]; v <= 0 {
+			return fmt.Errorf("dimension %q bound to %d: a dimension must be positive", k, v)
 		}
 	}
 	for _, k := range sortedKeys(o.Shapes) {
+		for i, d := range o.Shapes[k] {
+			if d <= 0 {
+				return fmt.Errorf("the shape given for input %q has size %d on axis %d: a dimension must be positive", k, d, i)
+			}
+		}
 		if err := checkShape(o.Shapes[k]); err != nil {
-			return fmt.Errorf("--shape %s: %v", k, err)
+			return fmt.Errorf("the shape given for input %q: %v", k, err)
 		}
 	}
 	return nil

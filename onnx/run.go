@@ -230,6 +230,9 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 			if x.DimValue < 0 {
 				return nil, fmt.Errorf("input %q axis %d has negative size %d", name, axis, x.DimValue)
 			}
+			if x.DimValue == 0 {
+				c.warn("empty:"+name, fmt.Sprintf("input %q axis %d has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it", name, axis))
+			}
 			v.shape = append(v.shape, x.DimValue)
 			continue
 		case *onnxpb.TensorShapeProto_Dimension_DimParam:

@@ -483,6 +483,9 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 		return nil, fmt.Errorf("input %q has no declared shape; set it with --shape %s=D0,D1,...", name, name)
 	}
 	for axis, d := range dims {
+		if d == 0 {
+			c.warn("empty:"+name, fmt.Sprintf("input %q axis %d has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it", name, axis))
+		}
 		if d >= 0 {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -163,7 +164,7 @@ func decode(data []byte, name, dir string, opts Options) (*Model, error) {
 	if len(data) == 0 {
 		return nil, fail("empty file, not a TensorFlow model")
 	}
-	if err := checkOptions(opts.Import); err != nil {
+	if err := opts.Import.Validate(); err != nil {
 		return nil, &InputError{name, err}
 	}
 	kind := Sniff(data[:min(len(data), 512)])
@@ -202,21 +203,10 @@ func decode(data []byte, name, dir string, opts Options) (*Model, error) {
 		}
 		return nil, &InputError{name, err}
 	}
+	if err := shapes.CheckTotals(g); err != nil {
+		return nil, &InputError{name, err}
+	}
 	base := filepath.Base(name)
 	g.Name = base[:len(base)-len(filepath.Ext(base))]
 	return &Model{Graph: g, Kind: kind, Warnings: c.finishWarnings(), Params: c.params}, nil
-}
-
-func checkOptions(o onnx.Options) error {
-	if o.Batch < 0 {
-		return fmt.Errorf("--batch %d: the batch size must be positive", o.Batch)
-	}
-	for k, s := range o.Shapes {
-		for _, d := range s {
-			if d < 0 {
-				return fmt.Errorf("--shape %s: negative dimension %d", k, d)
-			}
-		}
-	}
-	return nil
 }

@@ -14,6 +14,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -74,6 +75,9 @@ type Stats struct {
 func Build(fwd *graph.Graph, opts Options) (*graph.Graph, Stats, error) {
 	if opts.Factor == 0 {
 		opts.Factor = 2
+	}
+	if !(opts.Factor > 0) || math.IsInf(opts.Factor, 1) {
+		return nil, Stats{}, fmt.Errorf("the gradient cost factor %v must be a positive number", opts.Factor)
 	}
 	if opts.Optimizer.Name == "" {
 		opts.Optimizer = SGD
@@ -137,7 +141,41 @@ func (b *builder) run() error {
 			}
 		}
 	}
-	return b.addUpdates()
+	if err := b.addUpdates(); err != nil {
+		return err
+	}
+	return b.checkWork()
+}
+
+// maxStepWork bounds the FLOPs and MACs of the training step, summed over
+// its ops: the importers bound the forward graph's at 2^60, and the
+// backward pass multiplies them by the gradient factor, so a large
+// factor or batch must be refused here rather than wrap downstream sums.
+const maxStepWork = int64(1) << 62
+
+// scaleWork multiplies forward work by the gradient factor, reporting
+// whether the product stays under maxStepWork (never true for NaN).
+func scaleWork(x int64, f float64) (int64, bool) {
+	v := f * float64(x)
+	if !(v < float64(maxStepWork)) {
+		return 0, false
+	}
+	return int64(v), true
+}
+
+// checkWork refuses a step whose work sums reach maxStepWork, naming the
+// op where they do.
+func (b *builder) checkWork() error {
+	var flops, macs int64
+	for i := range b.g.Ops {
+		op := &b.g.Ops[i]
+		flops = min(flops+min(max(op.Work.FLOPs, 0), maxStepWork), maxStepWork)
+		macs = min(macs+min(max(op.Work.MACs, 0), maxStepWork), maxStepWork)
+		if flops >= maxStepWork || macs >= maxStepWork {
+			return fmt.Errorf("op %q: the training step's FLOPs or MACs reach 2^62 (4.6e18) here, beyond any real step; bind a smaller batch or dimension", op.Name)
+		}
+	}
+	return nil
 }
 
 func (b *builder) markNeedsGrad(order []graph.OpID) {
@@ -189,12 +227,14 @@ func (b *builder) addGradient(id graph.OpID) error {
 		Colocate: f.Colocate,
 		Device:   f.Device,
 		Phase:    graph.Backward,
-		Work: graph.Work{
-			FLOPs:     int64(b.opts.Factor * float64(f.Work.FLOPs)),
-			MACs:      int64(b.opts.Factor * float64(f.Work.MACs)),
-			TempBytes: f.Work.TempBytes,
-			Estimated: f.Work.Estimated,
-		},
+		Work: graph.Work{TempBytes: f.Work.TempBytes, Estimated: f.Work.Estimated},
+	}
+	var okF, okM bool
+	grad.Work.FLOPs, okF = scaleWork(f.Work.FLOPs, b.opts.Factor)
+	grad.Work.MACs, okM = scaleWork(f.Work.MACs, b.opts.Factor)
+	if !okF || !okM {
+		return fmt.Errorf("op %q: its gradient's FLOPs or MACs (%d × %v) reach 2^62 (4.6e18), beyond any real step; bind a smaller batch or dimension",
+			f.Name, max(f.Work.FLOPs, f.Work.MACs), b.opts.Factor)
 	}
 	seen := map[graph.TensorID]bool{}
 	read := func(t graph.TensorID) {
@@ -264,7 +304,7 @@ func (b *builder) addUpdates() error {
 			Type:   "Update" + strings.ToUpper(opt.Name[:1]) + opt.Name[1:],
 			Phase:  graph.Update,
 			Inputs: append([]graph.TensorID{pid}, dgs...),
-			Work:   graph.Work{FLOPs: opt.FLOPsPerElement * p.Elements()},
+			Work:   graph.Work{FLOPs: min(opt.FLOPsPerElement, maxStepWork/max(p.Elements(), 1)) * p.Elements()},
 		}
 		first := g.Tensors[pid].Consumers[0]
 		up.Colocate, up.Device = g.Ops[first].Colocate, g.Ops[first].Device

@@ -1,7 +1,9 @@
 package train_test
 
 import (
+	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/graph"
@@ -124,5 +126,49 @@ func TestParseOptimizer(t *testing.T) {
 	}
 	if _, err := train.ParseOptimizer("lion"); err == nil {
 		t.Error("unknown optimizer accepted")
+	}
+}
+
+// TestBuildWorkBounds checks that gradient work never wraps: a factor or
+// forward work whose product or sum reaches 2^62 is an error naming the
+// op, and a factor that is not a positive number is refused.
+func TestBuildWorkBounds(t *testing.T) {
+	fwd := func(flops ...int64) *graph.Graph {
+		b := graphtest.New("big").Input("x", 100).Param("w", 40).Op("a", flops[0], 80, "x", "w")
+		if len(flops) > 1 {
+			b.Op("b", flops[1], 80, "a", "w")
+		}
+		for i := range b.G.Tensors {
+			b.G.Tensors[i].DType = graph.Float32
+		}
+		return b.G
+	}
+	for _, tc := range []struct {
+		name   string
+		g      *graph.Graph
+		factor float64
+		want   string // "" for no error
+	}{
+		{"fits", fwd(1<<59, 1<<59), 0, ""},
+		{"gradient past int64", fwd(1 << 59), 16, `op "a": its gradient's FLOPs or MACs (576460752303423488 × 16) reach 2^62`},
+		{"sum reaches 2^62", fwd(1<<60-1, 1<<60-1), 0, `the training step's FLOPs or MACs reach 2^62 (4.6e18) here`},
+		{"NaN factor", fwd(1), math.NaN(), "the gradient cost factor NaN must be a positive number"},
+		{"negative factor", fwd(1), -2, "the gradient cost factor -2 must be a positive number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _, err := train.Build(tc.g, train.Options{Factor: tc.factor})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			case err == nil:
+				for i := range g.Ops {
+					if w := g.Ops[i].Work; w.FLOPs < 0 || w.MACs < 0 {
+						t.Errorf("op %s: negative work %+v", g.Ops[i].Name, w)
+					}
+				}
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
 )
@@ -128,6 +129,11 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	m, err := pipeline.LoadModel(path, opts)
 	if err != nil {
 		return err
+	}
+	// The importers bound their graphs' totals already; a format that does
+	// not must still never print a wrapped sum.
+	if err := shapes.CheckTotals(m.Graph); err != nil {
+		return &pipeline.InputError{Err: fmt.Errorf("%s: %w", path, err)}
 	}
 	r := summarise(path, m)
 	for _, w := range m.Warnings {

@@ -230,6 +230,10 @@ func TestInspectBadInput(t *testing.T) {
 		{"bad loop trips", []string{"inspect", resnet, "--loop-trips", "-3"}, "--loop-trips -3"},
 		{"bad if branch", []string{"inspect", resnet, "--if-branch", "both"}, `--if-branch "both"`},
 		{"no model", []string{"inspect"}, "accepts 1 arg"},
+		// 3e9 tokens through GPT-2 XL: every op fits int64, the sum of their
+		// FLOPs did not (it printed -7886245180909551568 and exited 0).
+		{"work past 2^60", []string{"inspect", filepath.Join(modelDir, "gpt2_xl.onnx"), "--dim", "batch=3000000"},
+			"the graph's FLOPs reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
