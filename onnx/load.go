@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/internal/progress"
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )

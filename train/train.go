@@ -227,7 +227,7 @@ func (b *builder) addGradient(id graph.OpID) error {
 		Colocate: f.Colocate,
 		Device:   f.Device,
 		Phase:    graph.Backward,
-		Work: graph.Work{TempBytes: f.Work.TempBytes, Estimated: f.Work.Estimated},
+		Work:     graph.Work{TempBytes: f.Work.TempBytes, Estimated: f.Work.Estimated},
 	}
 	var okF, okM bool
 	grad.Work.FLOPs, okF = scaleWork(f.Work.FLOPs, b.opts.Factor)
