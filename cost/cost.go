@@ -30,6 +30,15 @@ type TransferModel interface {
 	TransferTime(g *graph.Graph, t graph.TensorID, from, to *cluster.Device, def float64) float64
 }
 
+// Advisor is implemented by cost models that can tell, for a graph, a
+// cluster and the step's batch (0 when unknown), where their estimates
+// may not be what the user expects (a profile measured at another batch,
+// or only on device types the cluster lacks). The driver records the
+// advice among the plan's warnings.
+type Advisor interface {
+	Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
+}
+
 // Table holds every op's time on every device type of a cluster and the
 // memory each op needs, so placers and the simulator never call the model
 // in their inner loops.

@@ -150,6 +150,18 @@ func (m fusedCosts) TransferTime(g *graph.Graph, t graph.TensorID, from, to *clu
 	return tm.TransferTime(g, t, from, to, def)
 }
 
+// Advice passes on the fine model's advice about the original graph.
+func (m fusedCosts) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string {
+	a, ok := m.fine.(cost.Advisor)
+	if !ok {
+		return nil
+	}
+	if g == m.c.Graph {
+		g = m.c.Fine
+	}
+	return a.Advice(g, c, batch)
+}
+
 // CheckCluster runs the fine model's check on the original graph, so its
 // message names the op as the model file does.
 func (m fusedCosts) CheckCluster(g *graph.Graph, c *cluster.Cluster) error {

@@ -314,6 +314,9 @@ func buildCosts(_ context.Context, r *run) error {
 			return err
 		}
 	}
+	if a, ok := model.(cost.Advisor); ok {
+		r.model.Warnings = append(r.model.Warnings, a.Advice(r.model.Graph, r.cluster, batchSize(r.model.Graph))...)
+	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)
 	p, err := placer.NewProblem(r.model.Graph, table)
 	if err != nil {

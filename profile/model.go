@@ -1,6 +1,10 @@
 package profile
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
@@ -18,6 +22,10 @@ type Model struct {
 	named map[[2]string]Measurement
 	keyed map[[2]string]float64
 	types map[string]*DeviceType
+	// names lists the profile's device types in file order; batch is the
+	// profile's Batch.
+	names []string
+	batch int64
 }
 
 // NewModel indexes a profile's measurements.
@@ -39,7 +47,9 @@ func NewModel(p *Profile, base cost.Model) *Model {
 	}
 	for i := range p.DeviceTypes {
 		m.types[p.DeviceTypes[i].Name] = &p.DeviceTypes[i]
+		m.names = append(m.names, p.DeviceTypes[i].Name)
 	}
+	m.batch = p.Batch
 	return m
 }
 
@@ -86,4 +96,54 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 		return pt.Calibration.Predict(g, id, pt), FromCalibration
 	}
 	return m.Base.OpTime(g, id, dt), FromBase
+}
+
+// Advice implements cost.Advisor: it says when the profile cannot price
+// the plan as its user may expect. A profile none of whose device types
+// the cluster has changes nothing. A profile measured at another batch
+// than the plan's (batch) prices by its measured times only the ops whose
+// shapes it measured; the others get the roofline calibrated to the
+// measurements, which scales with each op's FLOPs and bytes, and
+// measurements without a key (so without shapes) are used as measured.
+func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string {
+	var here []*cluster.DeviceType
+	for i := range c.Devices {
+		dt := c.Devices[i].Type
+		if m.types[dt.Name] != nil && !slices.Contains(here, dt) {
+			here = append(here, dt)
+		}
+	}
+	if len(here) == 0 {
+		return []string{fmt.Sprintf("the profile measured device type(s) %s, which cluster %q does not have: it changes nothing, every op keeps the model's estimate",
+			strings.Join(m.names, ", "), c.Name)}
+	}
+	if m.batch == 0 || batch == 0 || m.batch == batch {
+		return nil
+	}
+	var matched, keyless, priced int
+	for i := range g.Ops {
+		if Family(g.Ops[i].Type) == FamilyView {
+			continue
+		}
+		priced++
+		for _, dt := range here {
+			if _, src := m.Lookup(g, graph.OpID(i), dt); src == FromName && m.named[[2]string{dt.Name, g.Ops[i].Name}].Key == "" {
+				keyless++
+				break
+			} else if src == FromName || src == FromKey {
+				matched++
+				break
+			}
+		}
+	}
+	others := "the roofline"
+	if slices.ContainsFunc(here, func(dt *cluster.DeviceType) bool { return m.types[dt.Name].Calibration != nil }) {
+		others = "the roofline calibrated to the measurements"
+	}
+	msg := fmt.Sprintf("the profile was measured at batch %d and this plan is at batch %d: %d of %d ops have the measured shapes and use their measured times; the others are priced by %s, which scales with each op's FLOPs and bytes",
+		m.batch, batch, matched, priced, others)
+	if keyless > 0 {
+		msg += fmt.Sprintf("; %d op(s) have times without shapes (no key), used as measured at batch %d", keyless, m.batch)
+	}
+	return []string{msg}
 }

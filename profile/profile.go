@@ -37,7 +37,11 @@ type Profile struct {
 	Model string `json:"model,omitempty"`
 	// Source says where the times come from: "gorgonia" (opplace
 	// profile), "onnxruntime" or "chrome-trace".
-	Source      string       `json:"source"`
+	Source string `json:"source"`
+	// Batch is the model's batch when it was measured (the leading
+	// dimension of its first input), 0 when unknown; a plan at another
+	// batch warns that only ops of the measured shapes use their times.
+	Batch       int64        `json:"batch,omitempty"`
 	DeviceTypes []DeviceType `json:"device_types"`
 	// Ops holds one measurement per graph op name and device type.
 	Ops []Measurement `json:"ops"`
@@ -131,6 +135,17 @@ func Shapes(g *graph.Graph, id graph.OpID) string {
 	return b.String()
 }
 
+// GraphBatch is the batch of g: the leading dimension of its first input
+// of known shape, 0 when it has none.
+func GraphBatch(g *graph.Graph) int64 {
+	for _, in := range g.Inputs {
+		if t := &g.Tensors[in]; t.ShapeKnown && len(t.Shape) > 0 {
+			return t.Shape[0]
+		}
+	}
+	return 0
+}
+
 // DeviceType returns the named device type, or nil.
 func (p *Profile) DeviceType(name string) *DeviceType {
 	for i := range p.DeviceTypes {
@@ -193,6 +208,9 @@ func Parse(name string, data []byte) (*Profile, error) {
 }
 
 func (p *Profile) validate() error {
+	if p.Batch < 0 {
+		return fmt.Errorf("batch %d: must be positive, or absent when unknown", p.Batch)
+	}
 	for i, d := range p.DeviceTypes {
 		if d.Name == "" {
 			return fmt.Errorf("device_types[%d]: no name", i)

@@ -113,9 +113,13 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 		if *e.Dur < 0 {
 			return nil, fmt.Errorf("%s: event %q has a negative dur", name, e.Name)
 		}
-		if _, ok := g.OpByName(node); !ok {
+		id, ok := g.OpByName(node)
+		if !ok {
 			unmatched[node] = true
 			continue
+		}
+		if err := checkTraceShape(g, id, e.Args["output_type_shape"]); err != nil {
+			return nil, fmt.Errorf("%s: node %q: %v", name, node, err)
 		}
 		res.Matched++
 		durs[node] = append(durs[node], *e.Dur/1e3) // µs -> ms
@@ -127,7 +131,7 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 		}
 		return nil, fmt.Errorf("%s: the trace has %s", name, what)
 	}
-	p := &Profile{Format: FormatVersion, Source: source, DeviceTypes: []DeviceType{dt}}
+	p := &Profile{Format: FormatVersion, Source: source, Batch: GraphBatch(g), DeviceTypes: []DeviceType{dt}}
 	for node, d := range durs {
 		id, _ := g.OpByName(node)
 		p.Ops = append(p.Ops, Measurement{
@@ -173,3 +177,41 @@ func decodeEvents(data []byte) ([]traceEvent, error) {
 }
 
 func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }
+
+// checkTraceShape compares the batch of the first output shape ONNX
+// Runtime recorded for a node (args.output_type_shape: [{"float": [1,
+// 64, 112, 112]}, ...]) with the graph op's. The profile labels each time with the graph's
+// shapes, so a trace run at another batch than the model was bound to
+// would silently price the wrong sizes. A trace without shapes passes.
+func checkTraceShape(g *graph.Graph, id graph.OpID, recorded any) error {
+	list, ok := recorded.([]any)
+	if !ok || len(list) == 0 || len(g.Ops[id].Outputs) == 0 {
+		return nil
+	}
+	first, ok := list[0].(map[string]any)
+	if !ok || len(first) != 1 {
+		return nil
+	}
+	var dims []int64
+	for _, v := range first {
+		raw, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for _, d := range raw {
+			f, ok := d.(float64)
+			if !ok {
+				return nil
+			}
+			dims = append(dims, int64(f))
+		}
+	}
+	// Only the leading (batch) dimension: runtimes may store other
+	// dimensions in their own layouts (ONNX Runtime's blocked NCHWc pads
+	// channels).
+	t := &g.Tensors[g.Ops[id].Outputs[0]]
+	if !t.ShapeKnown || len(dims) != len(t.Shape) || len(dims) == 0 || dims[0] == t.Shape[0] {
+		return nil
+	}
+	return fmt.Errorf("the trace ran it with output shape %v, the model as bound gives %v: the trace ran batch %d; bind the model's batch to it", dims, t.Shape, dims[0])
+}
