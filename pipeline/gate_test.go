@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/profile"
 )
 
 // costedFile writes a costed graph of three ops a -> b -> c (MatMul,
@@ -141,5 +143,47 @@ func TestNonFiniteFigures(t *testing.T) {
 				t.Fatalf("error %v, want an input error with %q", err, tc.wantPart)
 			}
 		})
+	}
+}
+
+// TestProfileWarnings: a profile that cannot price the plan as measured
+// says so among the plan's warnings, with fusion (the default) as
+// without: BERT-base measured at batch 1 on a V100 (the sample trace),
+// planned at batch 8, and on a cluster with no V100.
+func TestProfileWarnings(t *testing.T) {
+	m, err := pipeline.LoadModel(filepath.Join(models, "bert_base.onnx"), pipeline.ImportOptions{Dims: map[string]int64{"batch": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := profile.Import("../testdata/profiles/bert_base_b1_pytorch_v100.json", m.Graph,
+		profile.DeviceType{Name: "V100-16GB", PeakFLOPS: 15.7e12, MemoryBandwidth: 900e9, LaunchOverhead: 5e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		cluster string
+		batch   int64
+		want    string
+	}{
+		{"4xV100", 1, ""},
+		{"4xV100", 8, "the profile was measured at batch 1 and this plan is at batch 8"},
+		{"8xA100-2host", 1, "which cluster \"8xA100-2host\" does not have: it changes nothing"},
+	}
+	for _, tc := range tests {
+		for _, fusion := range []string{pipeline.FusionNone, pipeline.FusionAuto} {
+			t.Run(fmt.Sprintf("%s/batch %d/%s", tc.cluster, tc.batch, fusion), func(t *testing.T) {
+				o := opts("bert_base", tc.cluster, map[string]int64{"batch": tc.batch})
+				o.Mode, o.Strategy, o.Fusion = pipeline.ModeInfer, "m-topo", fusion
+				o.CostModel = profile.NewModel(res.Profile, nil)
+				r, err := pipeline.Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := strings.Join(r.Plan.Warnings, "\n")
+				if tc.want == "" && strings.Contains(got, "profile") || !strings.Contains(got, tc.want) {
+					t.Errorf("warnings %q, want %q", r.Plan.Warnings, tc.want)
+				}
+			})
+		}
 	}
 }
