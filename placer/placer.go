@@ -138,9 +138,9 @@ func (e *InfeasibleError) Error() string {
 	case e.Proved:
 		msg = "the model does not fit the cluster: " + bound
 	case e.Strategy != "":
-		msg = fmt.Sprintf("strategy %s found no plan that fits the cluster's memory, which does not prove that none exists (%s)", e.Strategy, bound)
+		msg = fmt.Sprintf("strategy %s found no plan that fits the cluster's memory, though no bound rules one out: %s", e.Strategy, bound)
 	default:
-		msg = fmt.Sprintf("no strategy found a plan that fits the cluster's memory, which does not prove that none exists (%s)", bound)
+		msg = "no strategy found a plan that fits the cluster's memory, though no bound rules one out: " + bound
 	}
 	if e.Detail != "" {
 		msg += "; " + e.Detail

@@ -26,7 +26,7 @@ func TestExplain(t *testing.T) {
 		alt     string
 		message string
 	}{
-		{"single fails, m-topo fits", split, false, "m-topo", "strategy single found no plan that fits the cluster's memory, which does not prove that none exists"},
+		{"single fails, m-topo fits", split, false, "m-topo", "strategy single found no plan that fits the cluster's memory, though no bound rules one out"},
 		{"nothing fits", none, true, "", "the model does not fit the cluster: a plan needs at least"},
 	}
 	for _, tc := range tests {
