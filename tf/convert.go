@@ -23,6 +23,9 @@ type tfNode struct {
 	ins  []ref
 	ctrl []int
 	nout int
+	// back lists, for a loop's Merge, the NextIteration nodes feeding it:
+	// the back edges, kept out of ins so that the graph is a DAG.
+	back []int
 }
 
 // maxPasses bounds the rounds of forward inference and backward shape
@@ -122,7 +125,11 @@ func (c *converter) convert(gd *graphpb.GraphDef) (*graph.Graph, error) {
 		return nil, err
 	}
 	c.settleWarnings()
-	return c.build()
+	loops, err := c.controlFlow()
+	if err != nil {
+		return nil, err
+	}
+	return c.build(loops)
 }
 
 // infer runs forward inference and backward deduction until nothing new
@@ -209,6 +216,10 @@ func (c *converter) resolve(defs []*nodepb.NodeDef) error {
 				n.ctrl = append(n.ctrl, src)
 				continue
 			}
+			if isMerge(n.def.GetOp()) && isNextIteration(defs[src].GetOp()) {
+				n.back = append(n.back, src)
+				continue
+			}
 			n.ins = append(n.ins, ref{src, out})
 		}
 	}
@@ -245,7 +256,7 @@ func fixedOutputs(nd *nodepb.NodeDef, nin int) int {
 		return 5
 	case "FusedBatchNormV3", "_FusedBatchNormEx":
 		return 6
-	case "TopKV2", "Unique", "Switch", "NonMaxSuppressionV4":
+	case "TopKV2", "Unique", "Switch", "RefSwitch", "Merge", "RefMerge", "TensorArrayV3", "NonMaxSuppressionV4":
 		return 2
 	case "NonMaxSuppressionV5":
 		return 3
@@ -269,7 +280,7 @@ func (c *converter) topoSort() error {
 	}
 	order, cycle := graph.TopoSort(len(c.nodes), func(v int32) []int32 { return succ[v] })
 	if cycle != nil {
-		return fmt.Errorf("the graph has a cycle through node %s; TensorFlow 1 control flow (Enter/Merge/NextIteration loops) is not supported", label(c.nodes[slices.Min(cycle)].def))
+		return fmt.Errorf("the graph has a cycle through node %s (a while loop's only cycle is NextIteration feeding its Merge)", label(c.nodes[slices.Min(cycle)].def))
 	}
 	c.order = make([]int, len(order))
 	for i, v := range order {
@@ -282,6 +293,7 @@ func (c *converter) topoSort() error {
 func (c *converter) inferAll() error {
 	c.vals = make([][]*value, len(c.nodes))
 	c.works = make([]graph.Work, len(c.nodes))
+	var arrays map[int]*tensorArray
 	for _, i := range c.order {
 		tn := &c.nodes[i]
 		nd := tn.def
@@ -308,6 +320,12 @@ func (c *converter) inferAll() error {
 		}
 		for k := range n.declared {
 			n.declared[k] = c.declared[tensorName(n.name, k)]
+		}
+		if isTensorArray(n.op) {
+			if arrays == nil {
+				arrays = map[int]*tensorArray{}
+			}
+			n.ta = c.array(arrays, i)
 		}
 		if err := c.inferNode(n); err != nil {
 			return fmt.Errorf("node %s: %v", label(nd), err)
@@ -506,7 +524,7 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 }
 
 // build turns the inferred nodes into the operator DAG.
-func (c *converter) build() (*graph.Graph, error) {
+func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 	g := graph.New("", len(c.nodes), len(c.nodes)+len(c.nodes)/4)
 	tids := make([][]graph.TensorID, len(c.nodes))
 	opOf := make([]graph.OpID, len(c.nodes))
@@ -548,6 +566,11 @@ func (c *converter) build() (*graph.Graph, error) {
 			continue
 		}
 		op := graph.Op{Name: nd.GetName(), Type: nd.GetOp(), Attrs: convertAttrs(nd), Work: c.works[i]}
+		if loops.scale != nil {
+			k := loops.scale[i]
+			op.Work.FLOPs, op.Work.MACs = mulSat(op.Work.FLOPs, k), mulSat(op.Work.MACs, k)
+			op.Work.Estimated = op.Work.Estimated || loops.estimated[i] && k > 0
+		}
 		for _, r := range tn.ins {
 			op.Inputs = append(op.Inputs, tids[r.node][r.out])
 		}
@@ -650,10 +673,13 @@ func (c *converter) outputs(g *graph.Graph, tids [][]graph.TensorID) {
 		}
 	}
 	for _, i := range c.order {
-		if isSource(c.nodes[i].def.GetOp()) {
-			continue
+		if op := c.nodes[i].def.GetOp(); isSource(op) || isNextIteration(op) || isSwitch(op) || op == "LoopCond" {
+			continue // control-flow plumbing, not results
 		}
-		for _, id := range tids[i] {
+		for k, id := range tids[i] {
+			if k == 1 && isMerge(c.nodes[i].def.GetOp()) {
+				continue // the index of the input taken
+			}
 			if len(g.Tensors[id].Consumers) == 0 {
 				g.Outputs = append(g.Outputs, id)
 			}

@@ -62,6 +62,20 @@
 // inference run and named in a warning. Unknown ops keep going with a
 // warning and an estimated cost (graph.Work.Estimated).
 //
+// # Control flow
+//
+// TensorFlow 1 while loops (Enter, Merge, Switch, LoopCond,
+// NextIteration, Exit frames) are imported flat (control.go): the
+// NextIteration → Merge back edge is dropped, so the graph is a DAG with
+// one copy of each body, and a body op costs its work times the trip
+// count of its frame and of the frames enclosing it. The trip count is
+// read from the loop condition when it compares a constant-stepped
+// counter with a constant limit, else it is onnx.Options.LoopTrips (one
+// iteration, cost estimated, when unset); either case of a dynamic count
+// warns. A cond (a Switch on a predicate that is not a LoopCond) costs
+// one side, chosen as for an ONNX If (the constant predicate, else
+// onnx.Options.IfBranch); the other side's ops stay, at no cost.
+//
 // # Cost convention
 //
 // As in package onnx: MACs count convolutions (N·∏out·Cout·∏kernel·

@@ -21,6 +21,8 @@ type node struct {
 	// model's signature, or recovered from consumers), nil where none.
 	declared []*value
 	work     graph.Work
+	// ta is the TensorArray a TensorArray op works on, nil when unknown.
+	ta *tensorArray
 }
 
 // opDef is one op type's inference.
