@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,9 +62,7 @@ func FuzzImport(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		// The whole files are large; their heads keep the shape of
-		// each format and stay quick to mutate.
-		f.Add(data[:min(len(data), 4096)])
+		f.Add(traceHead(f, data, 12))
 	}
 	f.Add([]byte(`[{"cat":"Node","name":"relu_kernel_time","ph":"X","dur":10,"args":{"op_name":"Relu"}},
 {"cat":"Node","name":"relu_kernel_time","ph":"X","dur":30}]`))
@@ -86,6 +85,39 @@ func FuzzImport(f *testing.F) {
 			t.Fatalf("an imported profile does not read back: %v", err)
 		}
 	})
+}
+
+// traceHead is a trace of the first n events of a trace file (a JSON
+// array, or an object with traceEvents) in the same form. Whole sample
+// files are hundreds of kilobytes, and cut at a byte offset they are
+// not JSON: a few whole events keep each format's shape and are quick
+// to mutate.
+func traceHead(f *testing.F, data []byte, n int) []byte {
+	var events []json.RawMessage
+	if err := json.Unmarshal(data, &events); err == nil {
+		out, err := json.Marshal(events[:min(n, len(events))])
+		if err != nil {
+			f.Fatal(err)
+		}
+		return out
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal(obj["traceEvents"], &events); err != nil {
+		f.Fatal(err)
+	}
+	head, err := json.Marshal(events[:min(n, len(events))])
+	if err != nil {
+		f.Fatal(err)
+	}
+	obj["traceEvents"] = head
+	out, err := json.Marshal(obj)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return out
 }
 
 func checkProfile(t *testing.T, p *profile.Profile) {
