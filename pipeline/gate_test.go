@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/profile"
@@ -110,22 +113,35 @@ func TestAskedStrategyFailure(t *testing.T) {
 	}
 }
 
-// TestNonFiniteFigures: times near the float64 limit pass the costed
-// reader but overflow the step's sums; plan and compare reject them as
-// input naming the op, rather than failing later on writing +Inf.
+// hugeCosts prices the named ops at a huge time in seconds, the others
+// at a millisecond: a cost model (a profile, a Go program's) whose times
+// are finite but overflow the step's sums.
+type hugeCosts map[string]float64
+
+func (h hugeCosts) OpTime(g *graph.Graph, op graph.OpID, _ *cluster.DeviceType) float64 {
+	if v, ok := h[g.Ops[op].Name]; ok {
+		return v
+	}
+	return 1e-3
+}
+
+// TestNonFiniteFigures: op times near the float64 limit overflow the
+// step's sums; plan and compare reject them as input naming the op,
+// rather than failing later on writing +Inf (exit 1).
 func TestNonFiniteFigures(t *testing.T) {
-	huge, one := `{"V100-16GB": 1e308}`, `{"V100-16GB": 1}`
+	one := `{"V100-16GB": 1}`
+	path := costedFile(t, one, one, one, "")
 	tests := []struct {
 		name     string
-		a, b, c  string
+		costs    hugeCosts
 		wantPart string
 	}{
-		{"two huge ops", huge, huge, one, `op "a" costs 1e+305 s on V100-16GB`},
-		{"one huge op", one, huge, one, `op "b" costs 1e+305 s on V100-16GB`},
+		{"two huge ops", hugeCosts{"a": 1e305, "b": 1e305}, `op "a" costs 1e+305 s on V100-16GB`},
+		{"one huge op", hugeCosts{"b": 1e305}, `op "b" costs 1e+305 s on V100-16GB`},
+		{"an overflowing sum", hugeCosts{"a": math.MaxFloat64, "c": math.MaxFloat64}, `op "a" costs 1.7976931348623157e+308 s`},
 	}
 	for _, tc := range tests {
-		path := costedFile(t, tc.a, tc.b, tc.c, "")
-		o := pipeline.Options{ModelPath: path, ClusterPath: filepath.Join(clusters, "4xV100.yaml")}
+		o := pipeline.Options{ModelPath: path, ClusterPath: filepath.Join(clusters, "4xV100.yaml"), CostModel: tc.costs, Fusion: pipeline.FusionNone}
 		t.Run(tc.name+"/plan", func(t *testing.T) {
 			res, err := pipeline.Run(context.Background(), o)
 			var in *pipeline.InputError
