@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,10 +45,25 @@ func TestAdvice(t *testing.T) {
 		{"batch 32", 32, onV100, []string{"measured at batch 1 and this plan is at batch 32", "169 of 485 ops have the measured shapes", "priced by the roofline"}},
 		{"device type not in the cluster", 1, oneDevice(a100), []string{"measured device type(s) V100-16GB", "changes nothing"}},
 		{"both", 32, oneDevice(a100), []string{"changes nothing"}},
+		{"same batch, one op measured at other shapes", 1, onV100, []string{"the profile measured 1 of this plan's ops at other shapes", "484 of 485 ops have the measured shapes"}},
+	}
+	// The same profile with the key (the shapes) of one measurement no
+	// other op shares changed.
+	other := *res.Profile
+	other.Ops = slices.Clone(other.Ops)
+	for i, ms := range other.Ops {
+		if slices.IndexFunc(other.Ops, func(o profile.Measurement) bool { return o.Key == ms.Key && o.Name != ms.Name }) < 0 {
+			other.Ops[i].Key = "0000000000000000"
+			break
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := profile.NewModel(res.Profile, nil)
+			p := res.Profile
+			if strings.Contains(tc.name, "other shapes") {
+				p = &other
+			}
+			m := profile.NewModel(p, nil)
 			got := m.Advice(bert(tc.batch), tc.cluster, tc.batch)
 			if tc.want == nil {
 				if len(got) != 0 {

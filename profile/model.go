@@ -100,11 +100,11 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 
 // Advice implements cost.Advisor: it says when the profile cannot price
 // the plan as its user may expect. A profile none of whose device types
-// the cluster has changes nothing. A profile measured at another batch
-// than the plan's (batch) prices by its measured times only the ops whose
-// shapes it measured; the others get the roofline calibrated to the
-// measurements, which scales with each op's FLOPs and bytes, and
-// measurements without a key (so without shapes) are used as measured.
+// the cluster has changes nothing. Ops measured at other shapes than the
+// plan's (another batch, other input dimensions) do not use their
+// measured times: they get the roofline calibrated to the measurements,
+// which scales with each op's FLOPs and bytes. Measurements without a key
+// (so without shapes) are used as measured, whatever the batch.
 func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string {
 	var here []*cluster.DeviceType
 	for i := range c.Devices {
@@ -117,33 +117,45 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 		return []string{fmt.Sprintf("the profile measured device type(s) %s, which cluster %q does not have: it changes nothing, every op keeps the model's estimate",
 			strings.Join(m.names, ", "), c.Name)}
 	}
-	if m.batch == 0 || batch == 0 || m.batch == batch {
-		return nil
-	}
-	var matched, keyless, priced int
+	otherBatch := m.batch > 0 && batch > 0 && m.batch != batch
+	var matched, other, keyless, priced int
 	for i := range g.Ops {
 		if Family(g.Ops[i].Type) == FamilyView {
 			continue
 		}
 		priced++
 		for _, dt := range here {
-			if _, src := m.Lookup(g, graph.OpID(i), dt); src == FromName && m.named[[2]string{dt.Name, g.Ops[i].Name}].Key == "" {
+			ms, named := m.named[[2]string{dt.Name, g.Ops[i].Name}]
+			_, src := m.Lookup(g, graph.OpID(i), dt)
+			if src == FromName && ms.Key == "" {
 				keyless++
 				break
-			} else if src == FromName || src == FromKey {
+			}
+			if src == FromName || src == FromKey {
 				matched++
 				break
 			}
+			if named {
+				other++
+				break
+			}
 		}
+	}
+	if other == 0 && (keyless == 0 || !otherBatch) {
+		return nil
+	}
+	why := fmt.Sprintf("the profile measured %d of this plan's ops at other shapes", other)
+	if otherBatch {
+		why = fmt.Sprintf("the profile was measured at batch %d and this plan is at batch %d", m.batch, batch)
 	}
 	others := "the roofline"
 	if slices.ContainsFunc(here, func(dt *cluster.DeviceType) bool { return m.types[dt.Name].Calibration != nil }) {
 		others = "the roofline calibrated to the measurements"
 	}
-	msg := fmt.Sprintf("the profile was measured at batch %d and this plan is at batch %d: %d of %d ops have the measured shapes and use their measured times; the others are priced by %s, which scales with each op's FLOPs and bytes",
-		m.batch, batch, matched, priced, others)
+	msg := fmt.Sprintf("%s: %d of %d ops have the measured shapes and use their measured times; the others are priced by %s, which scales with each op's FLOPs and bytes",
+		why, matched, priced, others)
 	if keyless > 0 {
-		msg += fmt.Sprintf("; %d op(s) have times without shapes (no key), used as measured at batch %d", keyless, m.batch)
+		msg += fmt.Sprintf("; %d op(s) have times without shapes (no key), used as measured", keyless)
 	}
 	return []string{msg}
 }
