@@ -69,7 +69,9 @@ func TestMeasureTiny(t *testing.T) {
 	names := []string{}
 	for _, m := range p.Ops {
 		names = append(names, m.Name)
-		if m.DeviceType != "test-cpu" || m.Runs != 4 || !(m.MedianMS > 0) || m.P10MS > m.MedianMS || m.P90MS < m.MedianMS {
+		// A loaded machine can stall one run past the op budget, which
+		// stops the op after MinRuns (3) runs.
+		if m.DeviceType != "test-cpu" || m.Runs < 3 || m.Runs > 4 || !(m.MedianMS > 0) || m.P10MS > m.MedianMS || m.P90MS < m.MedianMS {
 			t.Errorf("measurement %+v", m)
 		}
 		id, _ := g.OpByName(m.Name)
