@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/costed"
 	"github.com/opplace/opplace/graph"
@@ -32,12 +34,31 @@ type Model struct {
 	Warnings []string
 }
 
-// Format reads one kind of model file.
+// Format reads one kind of model file, and writes a plan back into it.
 type Format struct {
 	Name string
 	// Sniff reports whether a file starting with head is in this format.
 	Sniff func(head []byte) bool
 	Load  func(path string, opts ImportOptions) (*Model, error)
+	// Annotate returns the model file's data with each op's device as a
+	// says; nil when the format has no place for devices.
+	Annotate func(data []byte, a Annotation) ([]byte, error)
+}
+
+// Annotation is a plan's placement written back into its model file.
+type Annotation struct {
+	// Placement maps op names to cluster device names; empty, Annotate
+	// only checks that the file can be annotated for To, and needs no
+	// Cluster.
+	Placement map[string]string
+	Cluster   *cluster.Cluster
+	// Template renders TensorFlow device strings (tf.DefaultTemplate
+	// when empty).
+	Template string
+	// From and To are the model file's path and the annotated file's:
+	// paths inside a model (ONNX external data) are relative to its
+	// directory.
+	From, To string
 }
 
 // formats are tried in order; the first whose Sniff accepts the file's
@@ -59,8 +80,16 @@ var formats = []Format{
 			return nil, err
 		}
 		return &Model{Graph: m.Graph, Format: m.Kind.String(), Warnings: m.Warnings}, nil
+	}, Annotate: func(data []byte, a Annotation) ([]byte, error) {
+		return tf.AnnotateDevices(data, a.Placement, a.Cluster, a.Template)
 	}},
-	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX},
+	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX, Annotate: func(data []byte, a Annotation) ([]byte, error) {
+		name := ""
+		if a.Cluster != nil {
+			name = a.Cluster.Name
+		}
+		return onnx.Annotate(data, a.Placement, onnx.AnnotateOptions{Cluster: name, From: filepath.Dir(a.From), To: filepath.Dir(a.To)})
+	}},
 }
 
 func loadONNX(path string, opts ImportOptions) (*Model, error) {
@@ -96,18 +125,76 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, err)}
 	}
-	head = head[:n]
-	for _, format := range formats {
-		if !format.Sniff(head) {
-			continue
-		}
-		m, err := format.Load(path, opts)
-		if err != nil {
-			return nil, &InputError{err}
-		}
-		return m, nil
+	format := formatOf(head[:n])
+	if format == nil {
+		return nil, &InputError{fmt.Errorf("%s: not a model format opplace reads", path)}
 	}
-	return nil, &InputError{fmt.Errorf("%s: not a model format opplace reads", path)}
+	m, err := format.Load(path, opts)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	return m, nil
+}
+
+// formatOf is the first format whose Sniff accepts head.
+func formatOf(head []byte) *Format {
+	for i := range formats {
+		if formats[i].Sniff(head) {
+			return &formats[i]
+		}
+	}
+	return nil
+}
+
+// AnnotateModel returns the model file a.From with each op placed as
+// a.Placement says, written by the format that reads the file, for
+// writing to a.To. Every failure is an *InputError.
+func AnnotateModel(a Annotation) ([]byte, error) {
+	data, err := os.ReadFile(a.From)
+	if err != nil {
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", a.From, unwrapPathError(err))}
+	}
+	format := formatOf(data[:min(len(data), sniffLen)])
+	if format == nil || format.Annotate == nil {
+		name := "this"
+		if format != nil {
+			name = "a " + format.Name
+		}
+		return nil, &InputError{&noDevicesError{path: a.From, format: name}}
+	}
+	out, err := format.Annotate(data, a)
+	var ext *onnx.ExternalDataError
+	switch {
+	case errors.As(err, &ext):
+		// The message names the directory the model cannot go to.
+		return nil, &InputError{err}
+	case err != nil:
+		return nil, &InputError{fmt.Errorf("%s: %w", a.From, err)}
+	}
+	return out, nil
+}
+
+// CheckAnnotate says, before any planning, whether the model file from
+// can be written back to to with a placement: whether its format has a
+// place for devices, and whether what the model names relative to its
+// directory (ONNX external data) can be named from to's. A file its
+// importer cannot read passes: the import, next, says what is wrong with
+// it in its own words.
+func CheckAnnotate(from, to string) error {
+	_, err := AnnotateModel(Annotation{From: from, To: to})
+	var ext *onnx.ExternalDataError
+	var none *noDevicesError
+	if errors.As(err, &ext) || errors.As(err, &none) {
+		return err
+	}
+	return nil
+}
+
+// noDevicesError is a model whose format cannot carry a placement.
+type noDevicesError struct{ path, format string }
+
+func (e *noDevicesError) Error() string {
+	return fmt.Sprintf("%s: %s model has no place for devices, so it cannot be written back with the plan's placement; each op's device is in the plan file", e.path, e.format)
 }
 
 // IsJSON reports whether head opens a JSON object, for formats that sniff

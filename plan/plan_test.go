@@ -3,10 +3,6 @@ package plan_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,37 +63,6 @@ func TestWriteFormats(t *testing.T) {
 	}
 	if _, err := plan.ParseFormat("xml"); err == nil {
 		t.Error("xml accepted")
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "plan.json")
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	err := plan.WriteFileAtomic(path, func(w io.Writer) error {
-		io.WriteString(w, "partial")
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("error %v does not wrap the writer's", err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "old" {
-		t.Errorf("failed write changed the file to %q", data)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("temporary files left: %v", entries)
-	}
-	if err := plan.WriteFileAtomic(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "new" {
-		t.Errorf("file holds %q", data)
-	}
-	if err := plan.WriteFileAtomic(filepath.Join(dir, "missing", "p.json"), func(io.Writer) error { return nil }); err == nil {
-		t.Error("writing into a missing directory succeeded")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 )
@@ -34,7 +35,7 @@ func BenchmarkReport(b *testing.B) {
 				b.Fatal(err)
 			}
 			path := filepath.Join(b.TempDir(), "plan.json")
-			if err := plan.WriteFileAtomic(path, func(w io.Writer) error { return plan.Write(w, res.Plan, plan.JSON) }); err != nil {
+			if err := (output.Run{}).Commit(output.File{Path: path, Write: func(w io.Writer) error { return plan.Write(w, res.Plan, plan.JSON) }}); err != nil {
 				b.Fatal(err)
 			}
 			runs := 0

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/tf"
 )
@@ -34,14 +37,29 @@ func (f *deviceFlags) apply(opts *pipeline.Options) error {
 	return nil
 }
 
-// emit writes the annotated model when --emit-model is given.
-func (f *deviceFlags) emit(model string, res *pipeline.Result) error {
+// checkEmit refuses, before any planning, an --emit-model the model's
+// format cannot write or whose directory its external data cannot be named
+// from.
+func (f *deviceFlags) checkEmit(model string) error {
 	if f.emitModel == "" {
 		return nil
 	}
+	if err := pipeline.CheckAnnotate(model, f.emitModel); err != nil {
+		return fmt.Errorf("--emit-model %s: %w", f.emitModel, err)
+	}
+	return nil
+}
+
+// annotated is the --emit-model file: the input model with each op's
+// device, in the model's own format.
+func (f *deviceFlags) annotated(model string, res *pipeline.Result) (output.File, error) {
 	placement := make(map[string]string, len(res.Plan.Ops))
 	for _, op := range res.Plan.Ops {
 		placement[op.Name] = op.Device
 	}
-	return tf.EmitModel(model, f.emitModel, placement, res.Cluster, f.deviceTemplate)
+	data, err := pipeline.AnnotateModel(pipeline.Annotation{Placement: placement, Cluster: res.Cluster, Template: f.deviceTemplate, From: model, To: f.emitModel})
+	if err != nil {
+		return output.File{}, fmt.Errorf("--emit-model %s: %w", f.emitModel, err)
+	}
+	return output.Bytes("--emit-model", f.emitModel, data), nil
 }

@@ -4,8 +4,8 @@
 // step and writes a device-annotated plan.
 //
 // Exit codes: 0 success, 1 internal error, 2 invalid input (unreadable or
-// corrupt model, bad cluster file, bad flag, unbound dimension), 3 the
-// model cannot fit the cluster.
+// corrupt model, bad cluster file, bad flag, unbound dimension, an output
+// that cannot or must not be written), 3 the model cannot fit the cluster.
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/pipeline"
@@ -84,10 +85,11 @@ func exitCode(err error) int {
 	var pinf *partition.InfeasibleError
 	var in *pipeline.InputError
 	var use usageError
+	var out *output.Error
 	switch {
 	case errors.As(err, &inf), errors.As(err, &pinf):
 		return exitInfeasible
-	case errors.As(err, &in), errors.As(err, &use):
+	case errors.As(err, &in), errors.As(err, &use), errors.As(err, &out):
 		return exitInvalid
 	}
 	return exitInternal

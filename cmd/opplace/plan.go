@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 )
@@ -49,8 +50,12 @@ families a bound proves cannot win), or one of
 
 Without --out the plan goes to stdout in the -o format (json by default). With
 --out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
-gets the table unless -o says otherwise. Files are written atomically, and
-only once every output was made.
+gets the table unless -o says otherwise. Every output file (--out, the
+pictures, --emit-model) is made first and written to a temporary beside its
+target; they are renamed into place together only once all were written, so a
+failed run changes no file. An output may not be an input (the model, the
+cluster file, the profile) or another output; a symbolic link is written
+through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 
 ` + viewHelp,
 		Example: `  # Plan ResNet-50 on four V100s and print a summary table
@@ -106,6 +111,16 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 			return usageError{err}
 		}
 	}
+	// Every file the run would write is checked before any work, so a
+	// bad path costs no planning and clobbers nothing.
+	run := output.Run{Inputs: []output.Input{{What: "the model", Path: model}, {What: "the cluster file", Path: f.cluster}, {What: "the profile", Path: f.profile}},
+		Stdout: cmd.OutOrStdout()}
+	if err := run.Check(append(f.outputs(), output.File{What: "--emit-model", Path: f.emitModel})...); err != nil {
+		return err
+	}
+	if err := f.checkEmit(model); err != nil {
+		return err
+	}
 	costModel, err := loadProfileModel(f.profile)
 	if err != nil {
 		return err
@@ -152,12 +167,16 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		if err := plan.Write(&b, res.Plan, fileFormat); err != nil {
 			return err
 		}
-		outs = append([]output{{f.out, b.Bytes()}}, outs...)
+		outs = append([]output.File{output.Bytes("--out", f.out, b.Bytes())}, outs...)
 	}
-	if err := writeOutputs(outs); err != nil {
-		return err
+	if f.emitModel != "" {
+		emitted, err := f.annotated(model, res)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, emitted)
 	}
-	if err := f.emit(model, res); err != nil {
+	if err := run.Commit(outs...); err != nil {
 		return err
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)

@@ -15,8 +15,8 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
-	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/profile"
 )
 
@@ -124,6 +124,11 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	case f.clusterOut != "" && (f.importFile != "" || f.from != ""):
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	}
+	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
+		{What: "the profile", Path: f.from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
+	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
+		return err
+	}
 	m, err := pipeline.LoadModel(modelPath, importOpts)
 	if err != nil {
 		return err
@@ -198,16 +203,13 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		}
 	}
 	p.Sort()
-	if f.clusterOut != "" {
-		dt := p.DeviceType(dtName)
-		if err := plan.WriteFileAtomic(f.clusterOut, func(w io.Writer) error { return writeCPUCluster(w, dt) }); err != nil {
-			return err
-		}
+	dt := p.DeviceType(dtName)
+	out := f.out
+	if out == "" {
+		out = "/dev/stdout"
 	}
-	if f.out == "" {
-		return p.Write(cmd.OutOrStdout())
-	}
-	return plan.WriteFileAtomic(f.out, p.Write)
+	return run.Commit(output.File{What: "--out", Path: out, Write: p.Write},
+		output.File{What: "--cluster-out", Path: f.clusterOut, Write: func(w io.Writer) error { return writeCPUCluster(w, dt) }})
 }
 
 // traceDeviceType finds the roofline of the device an imported trace ran

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/report"
@@ -53,14 +54,18 @@ func runReport(cmd *cobra.Command, path string, f *reportFlags) error {
 	if f.out == "" {
 		return usageError{errors.New("--out FILE is required (-o - writes the page to stdout)")}
 	}
+	run := output.Run{Inputs: []output.Input{{What: "the plan", Path: path}}, Stdout: cmd.OutOrStdout()}
+	out := f.out
+	if out == "-" {
+		out = "/dev/stdout"
+	}
+	if err := run.Check(output.File{What: "--out", Path: out}); err != nil {
+		return err
+	}
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}
 	opts := report.Options{Source: path, NoGraphviz: f.noGraphviz}
-	write := func(w io.Writer) error { return report.Write(cmd.Context(), w, p, opts) }
-	if f.out == "-" {
-		return write(cmd.OutOrStdout())
-	}
-	return plan.WriteFileAtomic(f.out, write)
+	return run.Commit(output.File{What: "--out", Path: out, Write: func(w io.Writer) error { return report.Write(cmd.Context(), w, p, opts) }})
 }

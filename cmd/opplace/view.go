@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
-	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/view"
 )
 
@@ -53,8 +52,8 @@ func (f *viewFlags) options() (view.Options, error) {
 // pictures makes every picture asked for, drawn with the options the
 // flags parsed to, before any file is written, so a view that cannot be
 // drawn leaves no file behind.
-func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output, error) {
-	var outs []output
+func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output.File, error) {
+	var outs []output.File
 	if f.dot != "" || f.svg != "" || f.png != "" {
 		o.Groups = fusion.Groups()
 		var dot bytes.Buffer
@@ -66,7 +65,7 @@ func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.
 			return nil, usageError{fmt.Errorf("--dot-detail %s: %w", o.Detail, err)}
 		}
 		if f.dot != "" {
-			outs = append(outs, output{f.dot, dot.Bytes()})
+			outs = append(outs, output.Bytes("--dot", f.dot, dot.Bytes()))
 		}
 		for _, pic := range []struct{ path, format string }{{f.svg, "svg"}, {f.png, "png"}} {
 			if pic.path == "" {
@@ -80,7 +79,7 @@ func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.
 				}
 				return nil, err
 			}
-			outs = append(outs, output{pic.path, data})
+			outs = append(outs, output.Bytes("--"+pic.format, pic.path, data))
 		}
 	}
 	if f.trace != "" {
@@ -88,24 +87,15 @@ func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.
 		if err := view.WriteTrace(&b, res.Plan); err != nil {
 			return nil, err
 		}
-		outs = append(outs, output{f.trace, b.Bytes()})
+		outs = append(outs, output.Bytes("--trace", f.trace, b.Bytes()))
 	}
 	return outs, nil
 }
 
-// output is one file to write.
-type output struct {
-	path string
-	data []byte
-}
-
-func writeOutputs(outs []output) error {
-	for _, o := range outs {
-		if err := plan.WriteFileAtomic(o.path, func(w io.Writer) error { _, err := w.Write(o.data); return err }); err != nil {
-			return err
-		}
-	}
-	return nil
+// outputs are the picture files asked for, before they are drawn, for
+// output.Run.Check.
+func (f *viewFlags) outputs() []output.File {
+	return []output.File{{What: "--dot", Path: f.dot}, {What: "--svg", Path: f.svg}, {What: "--png", Path: f.png}, {What: "--trace", Path: f.trace}}
 }
 
 // viewHelp is the plan command's help on its pictures.
