@@ -1,11 +1,12 @@
 package costed
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
@@ -22,13 +23,28 @@ type Model struct {
 	Warnings []string
 }
 
-// Load reads a costed graph file of either format, by content.
+// Load reads a costed graph file of either format, by content. A v1 file
+// is decoded as it is read, never held whole in memory.
 func Load(path string) (*Model, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot read the graph: %w", path, err)
 	}
-	return Decode(data, path)
+	defer fh.Close()
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(fh, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("%s: cannot read the graph: %w", path, err)
+	}
+	head = head[:n]
+	if !sniffV1(head) && sniffDNN(head) {
+		rest, err := io.ReadAll(fh)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot read the graph: %w", path, err)
+		}
+		return decodeDNN(append(head, rest...), path)
+	}
+	return decodeV1(io.MultiReader(bytes.NewReader(head), fh), path)
 }
 
 // Decode reads a costed graph of either format from data; file names it
@@ -38,11 +54,20 @@ func Decode(data []byte, file string) (*Model, error) {
 	if !sniffV1(head) && sniffDNN(head) {
 		return decodeDNN(data, file)
 	}
-	f, err := Parse(data, file)
+	return decodeV1(bytes.NewReader(data), file)
+}
+
+// decodeV1 reads, checks and builds a v1 document in one pass over r.
+func decodeV1(r io.Reader, file string) (*Model, error) {
+	f, err := parseV1(r, file)
 	if err != nil {
 		return nil, err
 	}
-	return Build(f, file)
+	e, err := f.check(file)
+	if err != nil {
+		return nil, err
+	}
+	return buildV1(f, e, file)
 }
 
 // Build turns a checked File into a graph and its measured costs; file
@@ -63,10 +88,15 @@ func Decode(data []byte, file string) (*Model, error) {
 // Tensors are uint8 vectors, so their sizes are exact byte counts. A cycle
 // is a *graph.CycleError, wrapped with the file name.
 func Build(f *File, file string) (*Model, error) {
-	if err := f.Validate(file); err != nil {
+	e, err := f.check(file)
+	if err != nil {
 		return nil, err
 	}
-	m, err := build(f, file, func(dt *cluster.DeviceType) string { return strings.ToLower(dt.Name) })
+	return buildV1(f, e, file)
+}
+
+func buildV1(f *File, e []ends, file string) (*Model, error) {
+	m, err := build(f, e, file, func(dt *cluster.DeviceType) string { return strings.ToLower(dt.Name) })
 	if err != nil {
 		return nil, err
 	}
@@ -74,31 +104,52 @@ func Build(f *File, file string) (*Model, error) {
 	return m, nil
 }
 
-// build makes the graph and costs of a validated File whose time keys are
-// looked up, lower-cased, under keyOf of a device type.
-func build(f *File, file string, keyOf func(*cluster.DeviceType) string) (*Model, error) {
+// ownTensor reports whether an edge carries a tensor of its own rather
+// than its source's output.
+func ownTensor(f *File, e *Edge, from int32) bool {
+	return e.TransferMS != nil || e.Bytes != nil && *e.Bytes != f.Ops[from].OutputBytes
+}
+
+// build makes the graph and costs of a checked File whose edges go
+// between ends; time keys are looked up, lower-cased, under keyOf of a
+// device type.
+func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) string) (*Model, error) {
 	name := f.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	n := len(f.Ops)
-	g := graph.New(name, n, 2*n+len(f.Edges))
-	index := make(map[string]int, n)
+	// Count each op's inputs and outputs and the tensors first, so that
+	// their lists are carved from one array each instead of grown by
+	// append a million times.
+	nIn, nOut := make([]int32, n), make([]int32, n)
+	nTensors := n
 	for i := range f.Ops {
-		index[f.Ops[i].Name] = i
-	}
-	var transfer []float64
-	addTensor := func(name string, bytes int64, kind graph.TensorKind, transferMS *float64) graph.TensorID {
-		base := name
-		for k := 2; ; k++ { // an op may be named like another's tensor
-			if _, taken := g.TensorByName(name); !taken {
-				break
-			}
-			name = fmt.Sprintf("%s#%d", base, k)
+		nOut[i] = 1
+		if f.Ops[i].ParamBytes > 0 {
+			nIn[i]++
+			nTensors++
 		}
-		id, err := g.AddTensor(graph.Tensor{Name: name, DType: graph.Uint8, Shape: []int64{bytes}, ShapeKnown: true, Kind: kind})
-		if err != nil {
-			panic(err) // names were made unique above
+	}
+	for i := range f.Edges {
+		x := ends[i]
+		nIn[x.to]++
+		if ownTensor(f, &f.Edges[i], x.from) {
+			nOut[x.from]++
+			nTensors++
+		}
+	}
+	g := graph.New(name, n, nTensors)
+	ids := make([]graph.TensorID, 0, n+nTensors+len(f.Edges))
+	shapes := make([]int64, 0, nTensors)
+	transfer := make([]float64, 0, nTensors)
+	addTensor := func(name string, bytes int64, kind graph.TensorKind, transferMS *float64) graph.TensorID {
+		shapes = append(shapes, bytes)
+		t := graph.Tensor{Name: name, DType: graph.Uint8, Shape: shapes[len(shapes)-1 : len(shapes) : len(shapes)], ShapeKnown: true, Kind: kind}
+		id, err := g.AddTensor(t)
+		for k := 2; err != nil; k++ { // an op may be named like another's tensor
+			t.Name = fmt.Sprintf("%s#%d", name, k)
+			id, err = g.AddTensor(t)
 		}
 		s := math.NaN()
 		if transferMS != nil {
@@ -107,30 +158,28 @@ func build(f *File, file string, keyOf func(*cluster.DeviceType) string) (*Model
 		transfer = append(transfer, s)
 		return id
 	}
+	list := func(k int32) []graph.TensorID {
+		l := len(ids)
+		ids = ids[:l+int(k)]
+		return ids[l : l : l+int(k)]
+	}
 	ops := make([]graph.Op, n)
-	costs := &Costs{file: file, graph: g, keyOf: keyOf, times: make([]map[string]float64, n), spelled: make([][]string, n)}
 	for i := range f.Ops {
 		fo := &f.Ops[i]
 		phase, _ := parsePhase(fo.Phase)
 		ops[i] = graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Phase: phase,
-			Work: graph.Work{TempBytes: fo.TempBytes}}
-		ops[i].Outputs = []graph.TensorID{addTensor(fo.Name, fo.OutputBytes, graph.Activation, nil)}
+			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: list(nIn[i]), Outputs: list(nOut[i])}
+		ops[i].Outputs = append(ops[i].Outputs, addTensor(fo.Name, fo.OutputBytes, graph.Activation, nil))
 		if fo.ParamBytes > 0 {
-			ops[i].Inputs = []graph.TensorID{addTensor(fo.Name+"/params", fo.ParamBytes, graph.Parameter, nil)}
+			ops[i].Inputs = append(ops[i].Inputs, addTensor(fo.Name+"/params", fo.ParamBytes, graph.Parameter, nil))
 		}
-		times := make(map[string]float64, len(fo.TimesMS))
-		for k, ms := range fo.TimesMS {
-			times[strings.ToLower(k)] = ms / 1e3
-		}
-		costs.times[i] = times
-		costs.spelled[i] = sortedKeys(fo.TimesMS)
 	}
 	hasOut := make([]bool, n)
 	for i := range f.Edges {
 		e := &f.Edges[i]
-		from, to := index[e.From], index[e.To]
+		from, to := ends[i].from, ends[i].to
 		hasOut[from] = true
-		if e.TransferMS == nil && (e.Bytes == nil || *e.Bytes == f.Ops[from].OutputBytes) {
+		if !ownTensor(f, e, from) {
 			ops[to].Inputs = append(ops[to].Inputs, ops[from].Outputs[0])
 			continue
 		}
@@ -150,18 +199,8 @@ func build(f *File, file string, keyOf func(*cluster.DeviceType) string) (*Model
 			g.Outputs = append(g.Outputs, ops[i].Outputs[0])
 		}
 	}
-	costs.transfer = transfer
 	if _, err := g.TopoOrder(g.BuildAdjacency()); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return &Model{Graph: g, Costs: costs}, nil
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return &Model{Graph: g, Costs: newCosts(f, g, file, keyOf, transfer)}, nil
 }

@@ -204,8 +204,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 	b := int64(64)
 	ms := 0.25
 	f := &costed.File{Format: costed.FormatV1, Name: "rt", Ops: []costed.Op{
-		{Name: "x<y>", Type: "MatMul", TimesMS: map[string]float64{"T4": 1, "CPU": 3.5}, ParamBytes: 10, OutputBytes: 20, TempBytes: 30, Colocate: "g", Phase: "backward"},
-		{Name: "z", TimesMS: map[string]float64{"T4": 0}},
+		{Name: "x<y>", Type: "MatMul", TimesMS: costed.Times{{Type: "T4", MS: 1}, {Type: "CPU", MS: 3.5}}, ParamBytes: 10, OutputBytes: 20, TempBytes: 30, Colocate: "g", Phase: "backward"},
+		{Name: "z", TimesMS: costed.Times{{Type: "T4", MS: 0}}},
 	}, Edges: []costed.Edge{{From: "x<y>", To: "z", Bytes: &b, TransferMS: &ms}}}
 	var sb strings.Builder
 	if err := f.Encode(&sb); err != nil {

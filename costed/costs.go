@@ -3,7 +3,9 @@ package costed
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -30,13 +32,72 @@ type Costs struct {
 	// stored under: the lower-cased type name (v1) or the device kind
 	// (dnn-partitioning).
 	keyOf func(*cluster.DeviceType) string
-	// times holds each op's seconds by key; spelled lists the keys as
-	// the file wrote them, for messages.
-	times   []map[string]float64
-	spelled [][]string
+	// keys are the lower-cased device type names the file gives times
+	// for, spelled as the file first wrote them; times holds op i's
+	// seconds on keys[k] at i*len(keys)+k, +Inf where it gave none.
+	keys, spelled []string
+	times         []float64
 	// transfer is each tensor's explicit transfer time in seconds, or
 	// NaN for the link model.
 	transfer []float64
+	// columns caches each device type's column in times (-1 for none):
+	// OpTime is asked a million times for a handful of types.
+	mu      sync.Mutex
+	columns map[*cluster.DeviceType]int
+}
+
+// newCosts lays the times of f's ops out as one matrix.
+func newCosts(f *File, g *graph.Graph, file string, keyOf func(*cluster.DeviceType) string, transfer []float64) *Costs {
+	c := &Costs{file: file, graph: g, keyOf: keyOf, transfer: transfer, columns: map[*cluster.DeviceType]int{}}
+	// The parser interns type names, so a name is usually one of a few
+	// strings seen before: compare those before folding case.
+	var seen []string
+	var seenCol []int
+	col := func(t string) int {
+		for j, s := range seen {
+			if s == t {
+				return seenCol[j]
+			}
+		}
+		k := slices.IndexFunc(c.keys, func(key string) bool { return strings.EqualFold(key, t) })
+		if k < 0 {
+			c.keys = append(c.keys, strings.ToLower(t))
+			c.spelled = append(c.spelled, t)
+			k = len(c.keys) - 1
+		}
+		if len(seen) < 64 {
+			seen, seenCol = append(seen, t), append(seenCol, k)
+		}
+		return k
+	}
+	for i := range f.Ops {
+		for _, d := range f.Ops[i].TimesMS {
+			col(d.Type)
+		}
+	}
+	nk := len(c.keys)
+	c.times = make([]float64, len(f.Ops)*nk)
+	for i := range c.times {
+		c.times[i] = math.Inf(1)
+	}
+	for i := range f.Ops {
+		for _, d := range f.Ops[i].TimesMS {
+			c.times[i*nk+col(d.Type)] = d.MS / 1e3
+		}
+	}
+	return c
+}
+
+// column is dt's column in times, or -1.
+func (c *Costs) column(dt *cluster.DeviceType) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.columns[dt]; ok {
+		return k
+	}
+	k := slices.Index(c.keys, c.keyOf(dt))
+	c.columns[dt] = k
+	return k
 }
 
 var (
@@ -59,13 +120,11 @@ func (c *Costs) opIndex(g *graph.Graph, op graph.OpID) (int, bool) {
 // the file gave no time for that type (or does not know the op).
 func (c *Costs) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64 {
 	i, ok := c.opIndex(g, op)
-	if !ok {
+	k := c.column(dt)
+	if !ok || k < 0 {
 		return math.Inf(1)
 	}
-	if t, ok := c.times[i][c.keyOf(dt)]; ok {
-		return t
-	}
-	return math.Inf(1)
+	return c.times[i*len(c.keys)+k]
 }
 
 // TransferTime is the edge's explicit transfer time when the file gave
@@ -139,5 +198,12 @@ func (c *Costs) listKeys(g *graph.Graph, op graph.OpID) string {
 	if !ok {
 		return "none (the op is not in the file)"
 	}
-	return strings.Join(c.spelled[i], ", ")
+	var names []string
+	for k, name := range c.spelled {
+		if !math.IsInf(c.times[i*len(c.keys)+k], 1) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

@@ -9,7 +9,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -39,99 +38,21 @@ func errorf(file, path, format string, args ...any) *Error {
 // mistake (the same bound the cluster files use for memory).
 const maxBytes = 1 << 50
 
-// The raw forms keep what encoding/json cannot: absent versus null versus
-// zero, and numbers as written, so a byte count may be 1e9 but not 1.5.
-type rawFile struct {
-	Format *string           `json:"format"`
-	Name   string            `json:"name"`
-	Ops    []json.RawMessage `json:"ops"`
-	Edges  []json.RawMessage `json:"edges"`
-}
+// maxMS bounds a time in milliseconds: more than a day for one op or one
+// transfer is a unit mistake or garbage, and a sum of such times would
+// overflow to +Inf in the simulator.
+const maxMS = 24 * 60 * 60 * 1e3
 
-type rawOp struct {
-	Name        *string             `json:"name"`
-	Type        string              `json:"type"`
-	Phase       string              `json:"phase"`
-	Colocate    string              `json:"colocate"`
-	TimesMS     map[string]*float64 `json:"times_ms"`
-	ParamBytes  json.Number         `json:"param_bytes"`
-	OutputBytes json.Number         `json:"output_bytes"`
-	TempBytes   json.Number         `json:"temp_bytes"`
-}
-
-type rawEdge struct {
-	From       *string      `json:"from"`
-	To         *string      `json:"to"`
-	Bytes      *json.Number `json:"bytes"`
-	TransferMS *float64     `json:"transfer_ms"`
-}
+// maxTotalBytes bounds the sum of a graph's byte counts, so that the
+// memory any device holds cannot overflow an int64.
+const maxTotalBytes = 1 << 62
 
 // Parse decodes an opplace-costed-graph/v1 document and checks it; file
 // names it in errors. It does not build the graph: see Build.
 func Parse(data []byte, file string) (*File, error) {
-	var raw rawFile
-	if err := decodeStrict(data, &raw, file, ""); err != nil {
+	f, err := parseV1(bytes.NewReader(data), file)
+	if err != nil {
 		return nil, err
-	}
-	switch {
-	case raw.Format == nil:
-		return nil, errorf(file, "format", "missing; a costed graph starts with \"format\": %q", FormatV1)
-	case *raw.Format != FormatV1:
-		return nil, errorf(file, "format", "%q is not a format this opplace reads; it reads %q", *raw.Format, FormatV1)
-	}
-	f := &File{Format: *raw.Format, Name: raw.Name, Ops: make([]Op, len(raw.Ops))}
-	for i, m := range raw.Ops {
-		path := fmt.Sprintf("ops[%d]", i)
-		var r rawOp
-		if err := decodeStrict(m, &r, file, path); err != nil {
-			return nil, err
-		}
-		op := &f.Ops[i]
-		if r.Name != nil {
-			op.Name = *r.Name
-		}
-		op.Type, op.Phase, op.Colocate = r.Type, r.Phase, r.Colocate
-		if r.TimesMS != nil {
-			op.TimesMS = make(map[string]float64, len(r.TimesMS))
-			for k, v := range r.TimesMS {
-				if v != nil { // null: no time, like a missing key
-					op.TimesMS[k] = *v
-				}
-			}
-		}
-		var err error
-		if op.ParamBytes, err = parseByteCount(r.ParamBytes, file, path+".param_bytes"); err != nil {
-			return nil, err
-		}
-		if op.OutputBytes, err = parseByteCount(r.OutputBytes, file, path+".output_bytes"); err != nil {
-			return nil, err
-		}
-		if op.TempBytes, err = parseByteCount(r.TempBytes, file, path+".temp_bytes"); err != nil {
-			return nil, err
-		}
-	}
-	for i, m := range raw.Edges {
-		path := fmt.Sprintf("edges[%d]", i)
-		var r rawEdge
-		if err := decodeStrict(m, &r, file, path); err != nil {
-			return nil, err
-		}
-		e := Edge{TransferMS: r.TransferMS}
-		if r.From == nil {
-			return nil, errorf(file, path+".from", "missing; every edge names the op it comes from")
-		}
-		if r.To == nil {
-			return nil, errorf(file, path+".to", "missing; every edge names the op it goes to")
-		}
-		e.From, e.To = *r.From, *r.To
-		if r.Bytes != nil {
-			b, err := parseByteCount(*r.Bytes, file, path+".bytes")
-			if err != nil {
-				return nil, err
-			}
-			e.Bytes = &b
-		}
-		f.Edges = append(f.Edges, e)
 	}
 	if err := f.Validate(file); err != nil {
 		return nil, err
@@ -139,13 +60,9 @@ func Parse(data []byte, file string) (*File, error) {
 	return f, nil
 }
 
-// decodeStrict decodes one JSON value into v, refusing unknown fields and
-// trailing data, and reports failures at path.
-func decodeStrict(data []byte, v any, file, path string) error {
-	return decodeJSON(data, v, file, path, true)
-}
-
-// decodeJSON is decodeStrict that may let unknown fields pass.
+// decodeJSON decodes one JSON value into v, refusing trailing data and,
+// if strict, unknown fields, and reports failures at path. The
+// dnn-partitioning reader uses it; v1 documents are read by parser.
 func decodeJSON(data []byte, v any, file, path string, strict bool) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	if strict {
@@ -239,119 +156,181 @@ func lineCol(data []byte, off int64) string {
 	return fmt.Sprintf("%d:%d", line, col)
 }
 
-// parseByteCount reads a byte count written as a JSON number; absent is
-// zero. Whole numbers in float notation (1e9, 131325952.0) are accepted,
-// fractions are not. Negative counts are left to Validate.
-func parseByteCount(n json.Number, file, path string) (int64, error) {
-	s := n.String()
-	if s == "" {
-		return 0, nil
-	}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if i > maxBytes {
-			return 0, errorf(file, path, "%s bytes is over 1 PiB: is it in bytes?", s)
-		}
-		return i, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	switch {
-	case err != nil:
-		return 0, errorf(file, path, "%q is not a number of bytes", s)
-	case f != math.Trunc(f):
-		return 0, errorf(file, path, "%s is not a whole number of bytes", s)
-	case f > maxBytes:
-		return 0, errorf(file, path, "%s bytes is over 1 PiB: is it in bytes?", s)
-	}
-	return int64(f), nil
-}
-
 // Validate checks what the JSON decoder cannot: names present and unique,
 // numbers in range, phases known, edges between known ops. It does not
 // look for cycles; Build does. file names the document in errors.
 func (f *File) Validate(file string) error {
+	_, err := f.check(file)
+	return err
+}
+
+// ends are an edge's ops, as indices into File.Ops.
+type ends struct{ from, to int32 }
+
+// check is Validate; it returns each edge's ends for Build. Problems are
+// reported in file order: the first op or edge that has one.
+func (f *File) check(file string) ([]ends, error) {
 	if len(f.Ops) == 0 {
-		return errorf(file, "ops", "no ops; a costed graph lists at least one")
+		return nil, errorf(file, "ops", "no ops; a costed graph lists at least one")
 	}
-	index := make(map[string]int, len(f.Ops))
+	if len(f.Ops) > math.MaxInt32 {
+		return nil, errorf(file, "ops", "%d ops; opplace plans at most %d", len(f.Ops), math.MaxInt32)
+	}
+	index := make(map[string]int32, len(f.Ops))
+	var total int64
 	for i := range f.Ops {
 		op := &f.Ops[i]
-		path := fmt.Sprintf("ops[%d]", i)
+		at := loc{list: "ops", index: i}
 		if op.Name == "" {
-			return errorf(file, path+".name", "missing; every op needs a unique name")
+			return nil, errorf(file, at.in("name").String(), "missing; every op needs a unique name")
 		}
 		if j, dup := index[op.Name]; dup {
-			return errorf(file, path+".name", "%q is already the name of ops[%d]; op names must be unique", op.Name, j)
+			return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, j)
 		}
-		index[op.Name] = i
+		index[op.Name] = int32(i)
 		if _, ok := parsePhase(op.Phase); !ok {
-			return errorf(file, path+".phase", "%q is not a phase: use forward, backward or update", op.Phase)
+			return nil, errorf(file, at.in("phase").String(), "%q is not a phase: use forward, backward or update", op.Phase)
 		}
-		if err := checkTimes(op.TimesMS, file, path+".times_ms"); err != nil {
-			return err
+		if err := checkTimes(op, file, at.in("times_ms")); err != nil {
+			return nil, err
 		}
 		for _, b := range []struct {
 			field string
 			n     int64
 		}{{"param_bytes", op.ParamBytes}, {"output_bytes", op.OutputBytes}, {"temp_bytes", op.TempBytes}} {
-			if b.n < 0 {
-				return errorf(file, path+"."+b.field, "negative byte count %d", b.n)
+			switch {
+			case b.n < 0:
+				return nil, errorf(file, at.in(b.field).String(), "negative byte count %d", b.n)
+			case b.n > maxBytes:
+				return nil, errorf(file, at.in(b.field).String(), "%d bytes is over 1 PiB: is it in bytes?", b.n)
+			}
+			if total += b.n; total > maxTotalBytes {
+				return nil, errorf(file, at.in(b.field).String(), "the byte counts of the ops up to %q add up to more than 2^62 bytes: are they in bytes?", op.Name)
 			}
 		}
 	}
-	type pair struct{ from, to int }
-	seen := map[pair]int{}
+	// Each edge on its own first, stopping at the first bad one; then
+	// duplicates among the edges before it, the earliest reported.
+	e2 := make([]ends, len(f.Edges))
+	bad, badErr := len(f.Edges), error(nil)
 	for i := range f.Edges {
-		e := &f.Edges[i]
-		path := fmt.Sprintf("edges[%d]", i)
-		from, ok := index[e.From]
-		if !ok {
-			return errorf(file, path+".from", "no op is named %q", e.From)
-		}
-		to, ok := index[e.To]
-		if !ok {
-			return errorf(file, path+".to", "no op is named %q", e.To)
-		}
-		if from == to {
-			return errorf(file, path, "from and to are both %q: an op cannot feed itself", e.From)
-		}
-		if j, dup := seen[pair{from, to}]; dup {
-			return errorf(file, path, "a second edge from %q to %q (edges[%d]); give one edge with the bytes summed", e.From, e.To, j)
-		}
-		seen[pair{from, to}] = i
-		if e.Bytes != nil && *e.Bytes < 0 {
-			return errorf(file, path+".bytes", "negative byte count %d", *e.Bytes)
-		}
-		if e.TransferMS != nil && !(*e.TransferMS >= 0 && !math.IsInf(*e.TransferMS, 1)) {
-			return errorf(file, path+".transfer_ms", "negative time %v", *e.TransferMS)
+		if err := checkEdge(f, index, i, &e2[i], &total, file); err != nil {
+			bad, badErr = i, err
+			break
 		}
 	}
+	index = nil // a million names: let it go before the graph is built
+	if i, j := firstDuplicate(e2[:bad], len(f.Ops)); i >= 0 {
+		e := &f.Edges[i]
+		return nil, errorf(file, fmt.Sprintf("edges[%d]", i), "a second edge from %q to %q (edges[%d]); give one edge with the bytes summed", e.From, e.To, j)
+	}
+	if badErr != nil {
+		return nil, badErr
+	}
+	return e2, nil
+}
+
+func checkEdge(f *File, index map[string]int32, i int, out *ends, total *int64, file string) error {
+	e := &f.Edges[i]
+	at := loc{list: "edges", index: i}
+	from, ok := index[e.From]
+	if !ok {
+		return errorf(file, at.in("from").String(), "no op is named %q", e.From)
+	}
+	to, ok := index[e.To]
+	if !ok {
+		return errorf(file, at.in("to").String(), "no op is named %q", e.To)
+	}
+	if from == to {
+		return errorf(file, at.String(), "from and to are both %q: an op cannot feed itself", e.From)
+	}
+	if e.Bytes != nil {
+		switch b := *e.Bytes; {
+		case b < 0:
+			return errorf(file, at.in("bytes").String(), "negative byte count %d", b)
+		case b > maxBytes:
+			return errorf(file, at.in("bytes").String(), "%d bytes is over 1 PiB: is it in bytes?", b)
+		}
+		if *total += *e.Bytes; *total > maxTotalBytes {
+			return errorf(file, at.in("bytes").String(), "the byte counts of the ops and edges up to this one add up to more than 2^62 bytes: are they in bytes?")
+		}
+	}
+	if v := e.TransferMS; v != nil && !(*v >= 0 && *v <= maxMS) {
+		return msError(*v, file, at.in("transfer_ms"), fmt.Sprintf("the transfer from %q to %q", e.From, e.To))
+	}
+	*out = ends{from, to}
 	return nil
 }
 
-// checkTimes checks one op's times: at least one, none negative, no two
+// firstDuplicate finds the earliest edge i that repeats an earlier edge j
+// between the same ops, or -1. Edges are bucketed by their source in file
+// order (a counting sort) and a stamp per target spots a repeat, so a
+// million edges need two int32 arrays, not a map of pairs.
+func firstDuplicate(e []ends, nOps int) (int, int) {
+	start := make([]int32, nOps+1)
+	for _, x := range e {
+		start[x.from+1]++
+	}
+	for i := range nOps {
+		start[i+1] += start[i]
+	}
+	byFrom := make([]int32, len(e))
+	fill := slices.Clone(start[:nOps])
+	for i, x := range e {
+		byFrom[fill[x.from]] = int32(i)
+		fill[x.from]++
+	}
+	// stamp[to] is the index+1 of the last bucket that reached to, seen
+	// the edge that did.
+	stamp := make([]int32, nOps)
+	seen := make([]int32, nOps)
+	first, firstOf := -1, -1
+	for from := range nOps {
+		for _, k := range byFrom[start[from]:start[from+1]] {
+			to := e[k].to
+			if stamp[to] == int32(from)+1 {
+				if first < 0 || int(k) < first {
+					first, firstOf = int(k), int(seen[to])
+				}
+				continue
+			}
+			stamp[to], seen[to] = int32(from)+1, k
+		}
+	}
+	return first, firstOf
+}
+
+// msError is the error for a time in milliseconds out of range (v < 0,
+// NaN, or more than a day); what names whose time it is.
+func msError(v float64, file string, at loc, what string) error {
+	if !(v >= 0) {
+		return errorf(file, at.String(), "negative time %v", v)
+	}
+	return errorf(file, at.String(), "%v ms for %s is more than a day (%v ms): times are in milliseconds", v, what, maxMS)
+}
+
+// checkTimes checks one op's times: at least one, each in range, no two
 // keys naming one device type (names ignore case, as in cluster files).
-func checkTimes(times map[string]float64, file, path string) error {
+func checkTimes(op *Op, file string, at loc) error {
+	times := op.TimesMS
 	if len(times) == 0 {
-		return errorf(file, path, "no time for any device type, so the op could run nowhere; give e.g. {\"V100-16GB\": 1.5} (milliseconds)")
+		return errorf(file, at.String(), "no time for any device type, so the op could run nowhere; give e.g. {\"V100-16GB\": 1.5} (milliseconds)")
 	}
-	keys := make([]string, 0, len(times))
-	for k := range times {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // report the same problem on every run
-	lower := make(map[string]string, len(keys))
-	for _, k := range keys {
-		v := times[k]
-		switch {
-		case strings.TrimSpace(k) == "":
-			return errorf(file, path, "an empty device type name")
-		case !(v >= 0) || math.IsInf(v, 1):
-			return errorf(file, path+"."+k, "negative time %v", v)
+	for i, d := range times {
+		if strings.TrimSpace(d.Type) == "" {
+			return errorf(file, at.String(), "an empty device type name")
 		}
-		if prev, dup := lower[strings.ToLower(k)]; dup {
-			return errorf(file, path, "%q and %q name one device type (names ignore case)", prev, k)
+		if !(d.MS >= 0 && d.MS <= maxMS) {
+			return msError(d.MS, file, at.of(d.Type), fmt.Sprintf("op %q", op.Name))
 		}
-		lower[strings.ToLower(k)] = k
+		for _, prev := range times[:i] {
+			if len(prev.Type) == len(d.Type) && strings.EqualFold(prev.Type, d.Type) {
+				if prev.Type == d.Type {
+					return errorf(file, at.String(), "%q is given twice", d.Type)
+				}
+				return errorf(file, at.String(), "%q and %q name one device type (names ignore case)", prev.Type, d.Type)
+			}
+		}
 	}
 	return nil
 }

@@ -126,7 +126,7 @@ func parseDNN(data []byte, file string) (*File, error) {
 		byName[nd.Name] = i
 		op := &f.Ops[i]
 		op.Name = nd.Name
-		op.TimesMS = map[string]float64{}
+		op.TimesMS = nil
 		supported := nd.SupportedOnFpga == nil || bool(*nd.SupportedOnFpga)
 		for _, lat := range []struct {
 			field string
@@ -141,7 +141,7 @@ func parseDNN(data []byte, file string) (*File, error) {
 			case !(*lat.v >= 0):
 				return nil, errorf(file, path+"."+lat.field, "negative time %v", *lat.v)
 			default:
-				op.TimesMS[lat.key] = *lat.v
+				op.TimesMS = append(op.TimesMS, DeviceTime{Type: lat.key, MS: *lat.v})
 			}
 		}
 		size, err := dnnBytes(nd.Size, file, path+".size")
@@ -213,10 +213,11 @@ func decodeDNN(data []byte, file string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := f.Validate(file); err != nil {
+	e, err := f.check(file)
+	if err != nil {
 		return nil, err
 	}
-	m, err := build(f, file, dnnKind)
+	m, err := build(f, e, file, dnnKind)
 	if err != nil {
 		return nil, err
 	}
@@ -242,14 +243,14 @@ func ConvertDNN(data []byte, file string, cpuTypes, accelTypes []string) (*File,
 	}
 	for i := range f.Ops {
 		op := &f.Ops[i]
-		times := map[string]float64{}
+		var times Times
 		for _, kind := range []struct {
 			key   string
 			types []string
 		}{{dnnCPU, cpuTypes}, {dnnAccelerator, accelTypes}} {
-			if t, ok := op.TimesMS[kind.key]; ok {
+			if t, ok := op.TimesMS.Get(kind.key); ok {
 				for _, name := range kind.types {
-					times[name] = t
+					times = append(times, DeviceTime{Type: name, MS: t})
 				}
 			}
 		}

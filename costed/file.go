@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
+	"strings"
 )
 
 // FormatV1 is the value of the "format" key that marks a costed graph.
@@ -37,7 +39,7 @@ type Op struct {
 	// TimesMS is the op's time in milliseconds per device type name, as
 	// the cluster file spells the type (case-insensitive). A type not
 	// listed cannot run the op.
-	TimesMS map[string]float64 `json:"times_ms"`
+	TimesMS Times `json:"times_ms"`
 	// ParamBytes stay resident on the op's device for the whole step.
 	ParamBytes int64 `json:"param_bytes,omitempty"`
 	// OutputBytes are allocated when the op starts and live until its
@@ -45,6 +47,56 @@ type Op struct {
 	OutputBytes int64 `json:"output_bytes,omitempty"`
 	// TempBytes are scratch, held only while the op runs.
 	TempBytes int64 `json:"temp_bytes,omitempty"`
+}
+
+// DeviceTime is an op's measured time on one device type.
+type DeviceTime struct {
+	// Type is the device type's name as the cluster file spells it
+	// (names ignore case).
+	Type string
+	MS   float64
+}
+
+// Times are an op's measured times, at most one per device type, in the
+// order the file gives them. A slice rather than a map: a graph of a
+// million ops would otherwise carry a million small maps.
+type Times []DeviceTime
+
+// Get is the time for device type name (ignoring case).
+func (t Times) Get(name string) (float64, bool) {
+	for _, d := range t {
+		if strings.EqualFold(d.Type, name) {
+			return d.MS, true
+		}
+	}
+	return 0, false
+}
+
+// MarshalJSON writes the times as a JSON object, keys sorted, so a file
+// is encoded the same whatever order its times were given in.
+func (t Times) MarshalJSON() ([]byte, error) {
+	sorted := slices.Clone(t)
+	slices.SortStableFunc(sorted, func(a, b DeviceTime) int { return strings.Compare(a.Type, b.Type) })
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as Encode: keep "a<b" readable
+	b.WriteByte('{')
+	for i, d := range sorted {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := enc.Encode(d.Type); err != nil {
+			return nil, err
+		}
+		b.Truncate(b.Len() - 1) // Encode's newline
+		b.WriteByte(':')
+		if err := enc.Encode(d.MS); err != nil {
+			return nil, err
+		}
+		b.Truncate(b.Len() - 1)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // Edge is data flowing from one op to another.

@@ -193,14 +193,23 @@ func (g *Graph) AddTensor(t Tensor) (TensorID, error) {
 	if g.tensorByName == nil {
 		g.tensorByName = make(map[string]TensorID)
 	}
-	if _, dup := g.tensorByName[t.Name]; dup {
+	id := TensorID(len(g.Tensors))
+	// One map operation, not a lookup and then an insert: importers add
+	// millions of tensors. A duplicate is rare: put the first one back.
+	n := len(g.tensorByName)
+	g.tensorByName[t.Name] = id
+	if len(g.tensorByName) == n {
+		for i := range g.Tensors {
+			if g.Tensors[i].Name == t.Name {
+				g.tensorByName[t.Name] = TensorID(i)
+				break
+			}
+		}
 		return 0, fmt.Errorf("tensor %q is defined twice", t.Name)
 	}
-	id := TensorID(len(g.Tensors))
 	t.Producer = NoOp
 	t.Consumers = nil
 	g.Tensors = append(g.Tensors, t)
-	g.tensorByName[t.Name] = id
 	return id, nil
 }
 
@@ -209,9 +218,6 @@ func (g *Graph) AddTensor(t Tensor) (TensorID, error) {
 func (g *Graph) AddOp(op Op) (OpID, error) {
 	if g.opByName == nil {
 		g.opByName = make(map[string]OpID)
-	}
-	if _, dup := g.opByName[op.Name]; dup {
-		return 0, fmt.Errorf("op name %q is used twice", op.Name)
 	}
 	id := OpID(len(g.Ops))
 	for _, t := range op.Outputs {
@@ -235,6 +241,19 @@ func (g *Graph) AddOp(op Op) (OpID, error) {
 			return 0, fmt.Errorf("op %q: control dependency id %d out of range", op.Name, d)
 		}
 	}
+	// As in AddTensor: one map operation, the first op put back on a
+	// duplicate.
+	n := len(g.opByName)
+	g.opByName[op.Name] = id
+	if len(g.opByName) == n {
+		for i := range g.Ops {
+			if g.Ops[i].Name == op.Name {
+				g.opByName[op.Name] = OpID(i)
+				break
+			}
+		}
+		return 0, fmt.Errorf("op name %q is used twice", op.Name)
+	}
 	for _, t := range op.Outputs {
 		g.Tensors[t].Producer = id
 	}
@@ -242,7 +261,6 @@ func (g *Graph) AddOp(op Op) (OpID, error) {
 		g.Tensors[t].Consumers = append(g.Tensors[t].Consumers, id)
 	}
 	g.Ops = append(g.Ops, op)
-	g.opByName[op.Name] = id
 	return id, nil
 }
 

@@ -261,3 +261,30 @@ func BenchmarkBuildAndSort(b *testing.B) {
 		})
 	}
 }
+
+// TestDuplicateNames checks that a second tensor or op of one name is
+// refused and leaves the first one found by name.
+func TestDuplicateNames(t *testing.T) {
+	g := graph.New("t", 0, 0)
+	x, _ := g.AddTensor(graph.Tensor{Name: "x"})
+	y, _ := g.AddTensor(graph.Tensor{Name: "y"})
+	if _, err := g.AddTensor(graph.Tensor{Name: "x"}); err == nil || err.Error() != `tensor "x" is defined twice` {
+		t.Errorf("second tensor x: %v", err)
+	}
+	if id, ok := g.TensorByName("x"); !ok || id != x || len(g.Tensors) != 2 {
+		t.Errorf("x is tensor %d (%v) of %d, want %d of 2", id, ok, len(g.Tensors), x)
+	}
+	a, err := g.AddOp(graph.Op{Name: "a", Outputs: []graph.TensorID{x}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.AddOp(graph.Op{Name: "a", Inputs: []graph.TensorID{x}, Outputs: []graph.TensorID{y}}); err == nil || err.Error() != `op name "a" is used twice` {
+		t.Errorf("second op a: %v", err)
+	}
+	if id, ok := g.OpByName("a"); !ok || id != a || len(g.Ops) != 1 {
+		t.Errorf("a is op %d (%v) of %d, want %d of 1", id, ok, len(g.Ops), a)
+	}
+	if p, c := g.Tensors[y].Producer, g.Tensors[x].Consumers; p != graph.NoOp || len(c) != 0 {
+		t.Errorf("the refused op was wired: y's producer %d, x's consumers %v", p, c)
+	}
+}

@@ -215,15 +215,15 @@ func Generate(cfg Config) (*costed.File, error) {
 	f := &costed.File{Format: costed.FormatV1, Name: fmt.Sprintf("synth-%d-seed%d", cfg.Ops, cfg.Seed)}
 	f.Ops = make([]costed.Op, 0, cfg.Ops)
 	// times gives an op's time on every type for traffic bytes moved.
-	times := func(k kind, traffic int64) map[string]float64 {
+	times := func(k kind, traffic int64) costed.Times {
 		m := float64(traffic) / 9e8 * rng.jitter(0.3)
 		c := m * k.intensity * rng.jitter(0.3)
-		t := make(map[string]float64, len(cfg.DeviceTypes))
-		for _, dt := range cfg.DeviceTypes {
+		t := make(costed.Times, len(cfg.DeviceTypes))
+		for i, dt := range cfg.DeviceTypes {
 			// 5 µs of launch overhead; the rest split by the type's
 			// speeds, with a little noise per type as measurements have.
 			ms := 0.005 + (c/dt.Compute+m/dt.Memory)*rng.jitter(0.1)
-			t[dt.Name] = math.Round(ms*1e4) / 1e4
+			t[i] = costed.DeviceTime{Type: dt.Name, MS: math.Round(ms*1e4) / 1e4}
 		}
 		return t
 	}

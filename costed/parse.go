@@ -1,0 +1,433 @@
+package costed
+
+import (
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// parser reads an opplace-costed-graph/v1 document from a scanner into a
+// File, one op and one edge at a time. It checks JSON types and unknown
+// keys as it goes; File.check does the rest.
+type parser struct {
+	s    *scanner
+	file string
+	// Strings many ops repeat (device type names, op types, phases) are
+	// kept once.
+	interned map[string]string
+	devTypes []string
+	// times is a block the ops' times are carved from: one allocation
+	// per few thousand ops instead of one per op.
+	times []DeviceTime
+}
+
+var (
+	topFields  = []string{"format", "name", "ops", "edges"}
+	opFields   = []string{"name", "type", "phase", "colocate", "times_ms", "param_bytes", "output_bytes", "temp_bytes"}
+	edgeFields = []string{"from", "to", "bytes", "transfer_ms"}
+)
+
+// parseV1 reads a v1 document from r without checking it beyond JSON
+// types; file names it in errors.
+func parseV1(r io.Reader, file string) (*File, error) {
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}}
+	f, err := p.document()
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// loc locates a value in the document, as "ops[12].times_ms.T4", for
+// messages: a value, so that a million values located cost nothing until
+// one is wrong.
+type loc struct {
+	list  string // "ops" or "edges", or "" for a key of the document
+	index int
+	field string
+	key   string // inside an object field (times_ms)
+}
+
+// in is the location of a field of l's item.
+func (l loc) in(field string) loc { l.field = field; return l }
+
+// of is the location of a key of l's field.
+func (l loc) of(key string) loc { l.key = key; return l }
+
+func (l loc) String() string {
+	s := l.field
+	if l.list != "" {
+		s = l.list + "[" + strconv.Itoa(l.index) + "]"
+		if l.field != "" {
+			s += "." + l.field
+		}
+	}
+	if l.key != "" {
+		s += "." + l.key
+	}
+	return s
+}
+
+func (p *parser) typeErr(at loc, want, got string) error {
+	return errorf(p.file, at.String(), "expected %s, got %s", want, got)
+}
+
+func unknownField(file string, at loc, key []byte, known []string) error {
+	return errorf(file, at.String(), "unknown field %q (known: %s)", key, strings.Join(known, ", "))
+}
+
+func (p *parser) document() (*File, error) {
+	s := p.s
+	if _, ok := s.peek(); !ok && s.rerr == nil {
+		return nil, errorf(p.file, "", "no JSON object: the file is empty")
+	}
+	k, err := s.value()
+	if err != nil {
+		return nil, err
+	}
+	if k != "object" {
+		return nil, errorf(p.file, "", "expected a JSON object, got %s", k)
+	}
+	s.pos++
+	f := &File{}
+	format := false
+	for first := true; ; first = false {
+		more, err := s.next(first, '}')
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+		key, err := s.key()
+		if err != nil {
+			return nil, err
+		}
+		switch string(key) {
+		case "format":
+			v, ok, err := p.str(loc{field: "format"})
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				// Refuse another version before reading its ops as v1's.
+				if v != FormatV1 {
+					return nil, errorf(p.file, "format", "%q is not a format this opplace reads; it reads %q", v, FormatV1)
+				}
+				f.Format, format = v, true
+			} else {
+				f.Format, format = "", false
+			}
+		case "name":
+			if f.Name, _, err = p.str(loc{field: "name"}); err != nil {
+				return nil, err
+			}
+		case "ops":
+			if f.Ops, err = p.ops(); err != nil {
+				return nil, err
+			}
+		case "edges":
+			if f.Edges, err = p.edges(); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, unknownField(p.file, loc{}, key, topFields)
+		}
+	}
+	if err := s.finish(); err != nil {
+		return nil, err
+	}
+	if !format {
+		return nil, errorf(p.file, "format", "missing; a costed graph starts with \"format\": %q", FormatV1)
+	}
+	return f, nil
+}
+
+// array reads an array (or null, as empty), calling item for each
+// element with its index.
+func (p *parser) array(at loc, item func(i int) error) error {
+	s := p.s
+	k, err := s.value()
+	if err != nil {
+		return err
+	}
+	switch k {
+	case "null":
+		return s.literal()
+	case "array":
+	default:
+		return p.typeErr(at, "an array", k)
+	}
+	s.pos++
+	for i := 0; ; i++ {
+		more, err := s.next(i == 0, ']')
+		if err != nil || !more {
+			return err
+		}
+		if err := item(i); err != nil {
+			return err
+		}
+	}
+}
+
+// object reads an object (or null, reported by null), calling member for
+// each key; the key's bytes are valid until member reads its value.
+func (p *parser) object(at loc, member func(key []byte) error) (null bool, err error) {
+	s := p.s
+	k, err := s.value()
+	if err != nil {
+		return false, err
+	}
+	switch k {
+	case "null":
+		return true, s.literal()
+	case "object":
+	default:
+		return false, p.typeErr(at, "an object", k)
+	}
+	s.pos++
+	for first := true; ; first = false {
+		more, err := s.next(first, '}')
+		if err != nil || !more {
+			return false, err
+		}
+		key, err := s.key()
+		if err != nil {
+			return false, err
+		}
+		if err := member(key); err != nil {
+			return false, err
+		}
+	}
+}
+
+// str reads a string; ok is false for null.
+func (p *parser) str(at loc) (v string, ok bool, err error) {
+	b, ok, err := p.strBytes(at)
+	return string(b), ok, err
+}
+
+// strBytes is str without the copy: the bytes are valid until the
+// scanner reads on.
+func (p *parser) strBytes(at loc) ([]byte, bool, error) {
+	k, err := p.s.value()
+	switch {
+	case err != nil:
+		return nil, false, err
+	case k == "null":
+		return nil, false, p.s.literal()
+	case k != "string":
+		return nil, false, p.typeErr(at, "a string", k)
+	}
+	b, err := p.s.str()
+	return b, true, err
+}
+
+// intern reads a string that many ops repeat.
+func (p *parser) intern(at loc) (string, error) {
+	b, _, err := p.strBytes(at)
+	if err != nil {
+		return "", err
+	}
+	if v, ok := p.interned[unsafeString(b)]; ok {
+		return v, nil
+	}
+	v := string(b)
+	p.interned[v] = v
+	return v, nil
+}
+
+// num reads a number's text; ok is false for null.
+func (p *parser) num(at loc) ([]byte, bool, error) {
+	k, err := p.s.value()
+	switch {
+	case err != nil:
+		return nil, false, err
+	case k == "null":
+		return nil, false, p.s.literal()
+	case k != "number":
+		return nil, false, p.typeErr(at, "a number", k)
+	}
+	b, err := p.s.number()
+	return b, true, err
+}
+
+// float reads a number as a float64; ok is false for null.
+func (p *parser) float(at loc) (float64, bool, error) {
+	b, ok, err := p.num(at)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	v, err := strconv.ParseFloat(unsafeString(b), 64)
+	if err != nil {
+		return 0, false, errorf(p.file, at.String(), "%s is out of range for a number", b)
+	}
+	return v, true, nil
+}
+
+// bytes reads a byte count: absent or null is zero. Whole numbers in
+// float notation (1e9, 131325952.0) are accepted, fractions are not.
+// Negative counts are left to check, which names the op.
+func (p *parser) bytes(at loc) (int64, bool, error) {
+	b, ok, err := p.num(at)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	n, err := parseByteCount(b, p.file, at)
+	return n, true, err
+}
+
+func (p *parser) ops() ([]Op, error) {
+	var ops []Op
+	err := p.array(loc{field: "ops"}, func(i int) error {
+		ops = append(ops, Op{})
+		return p.op(&ops[i], i)
+	})
+	return ops, err
+}
+
+func (p *parser) op(op *Op, i int) error {
+	at := loc{list: "ops", index: i}
+	_, err := p.object(at, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "name":
+			op.Name, _, err = p.str(at.in("name"))
+		case "type":
+			op.Type, err = p.intern(at.in("type"))
+		case "phase":
+			op.Phase, err = p.intern(at.in("phase"))
+		case "colocate":
+			op.Colocate, _, err = p.str(at.in("colocate"))
+		case "times_ms":
+			op.TimesMS, err = p.timesMS(at.in("times_ms"))
+		case "param_bytes":
+			op.ParamBytes, _, err = p.bytes(at.in("param_bytes"))
+		case "output_bytes":
+			op.OutputBytes, _, err = p.bytes(at.in("output_bytes"))
+		case "temp_bytes":
+			op.TempBytes, _, err = p.bytes(at.in("temp_bytes"))
+		default:
+			err = unknownField(p.file, at, key, opFields)
+		}
+		return err
+	})
+	return err
+}
+
+// timesMS reads an op's times; a null time is no time, like a missing
+// key.
+func (p *parser) timesMS(at loc) (Times, error) {
+	start := len(p.times)
+	if cap(p.times)-start < 64 {
+		p.times, start = make([]DeviceTime, 0, 4096), 0
+	}
+	_, err := p.object(at, func(key []byte) error {
+		name := p.devType(key)
+		v, ok, err := p.float(at.of(name))
+		if ok {
+			p.times = append(p.times, DeviceTime{Type: name, MS: v})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.times) == start {
+		return nil, nil
+	}
+	t := p.times[start:len(p.times):len(p.times)]
+	return t, nil
+}
+
+// devType interns a device type name: a file names a few types, once per
+// op each.
+func (p *parser) devType(key []byte) string {
+	for _, t := range p.devTypes {
+		if t == unsafeString(key) {
+			return t
+		}
+	}
+	t := string(key)
+	if len(p.devTypes) < 64 {
+		p.devTypes = append(p.devTypes, t)
+	}
+	return t
+}
+
+func (p *parser) edges() ([]Edge, error) {
+	var edges []Edge
+	err := p.array(loc{field: "edges"}, func(i int) error {
+		edges = append(edges, Edge{})
+		return p.edge(&edges[i], i)
+	})
+	return edges, err
+}
+
+func (p *parser) edge(e *Edge, i int) error {
+	at := loc{list: "edges", index: i}
+	var from, to bool
+	_, err := p.object(at, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "from":
+			e.From, from, err = p.str(at.in("from"))
+		case "to":
+			e.To, to, err = p.str(at.in("to"))
+		case "bytes":
+			var b int64
+			var ok bool
+			if b, ok, err = p.bytes(at.in("bytes")); ok {
+				e.Bytes = &b
+			} else {
+				e.Bytes = nil
+			}
+		case "transfer_ms":
+			var v float64
+			var ok bool
+			if v, ok, err = p.float(at.in("transfer_ms")); ok {
+				e.TransferMS = &v
+			} else {
+				e.TransferMS = nil
+			}
+		default:
+			err = unknownField(p.file, at, key, edgeFields)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case !from:
+		return errorf(p.file, at.in("from").String(), "missing; every edge names the op it comes from")
+	case !to:
+		return errorf(p.file, at.in("to").String(), "missing; every edge names the op it goes to")
+	}
+	return nil
+}
+
+// parseByteCount reads a byte count written as a JSON number. Whole
+// numbers in float notation (1e9, 131325952.0) are accepted, fractions
+// are not. Negative counts are left to check.
+func parseByteCount(b []byte, file string, at loc) (int64, error) {
+	s := unsafeString(b)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i > maxBytes {
+			return 0, errorf(file, at.String(), "%s bytes is over 1 PiB: is it in bytes?", b)
+		}
+		return i, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !math.IsInf(f, 0):
+		return 0, errorf(file, at.String(), "%q is not a number of bytes", b)
+	case f < 0:
+		return 0, errorf(file, at.String(), "negative byte count %s", b)
+	case f > maxBytes:
+		return 0, errorf(file, at.String(), "%s bytes is over 1 PiB: is it in bytes?", b)
+	case f != math.Trunc(f):
+		return 0, errorf(file, at.String(), "%s is not a whole number of bytes", b)
+	}
+	return int64(f), nil
+}
