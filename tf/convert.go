@@ -70,6 +70,11 @@ type converter struct {
 	assumedSame, assumedReshape []string
 	warnings                    map[string]string
 	params                      int64
+	// passes counts forward inference passes, which settle's guesses
+	// multiply (see settleBudget).
+	passes int
+	// settleEnd is the pass count at which settle stops guessing.
+	settleEnd int
 }
 
 func newConverter(name string, opts Options, meta *jsMeta) *converter {
@@ -291,6 +296,7 @@ func (c *converter) topoSort() error {
 
 // inferAll runs one forward inference pass over every node.
 func (c *converter) inferAll() error {
+	c.passes++
 	c.vals = make([][]*value, len(c.nodes))
 	c.works = make([]graph.Work, len(c.nodes))
 	var arrays map[int]*tensorArray

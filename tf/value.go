@@ -2,6 +2,9 @@ package tf
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -105,18 +108,29 @@ func (v *value) String() string {
 	if !v.ranked {
 		return "?"
 	}
-	s := "["
+	var b strings.Builder
+	b.WriteByte('[')
 	for i, d := range v.shape {
 		if i > 0 {
-			s += ","
+			b.WriteByte(',')
 		}
 		if d < 0 {
-			s += "?"
+			b.WriteByte('?')
 		} else {
-			s += fmt.Sprint(d)
+			b.WriteString(strconv.FormatInt(d, 10))
 		}
 	}
-	return s + "]"
+	b.WriteByte(']')
+	return b.String()
+}
+
+// sameShape reports whether a and b print alike: both unranked, or of
+// one rank with the same dimensions, unknown ones included.
+func sameShape(a, b *value) bool {
+	if !a.ranked || !b.ranked {
+		return a.ranked == b.ranked
+	}
+	return slices.EqualFunc(a.shape, b.shape, func(x, y int64) bool { return x == y || x < 0 && y < 0 })
 }
 
 func prod(s []int64) int64 {
