@@ -67,6 +67,7 @@ func decodeV1(r io.Reader, file string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.index, f.ends = nil, nil // a million names: let them go before building
 	return buildV1(f, e, file)
 }
 
@@ -119,84 +120,114 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	n := len(f.Ops)
-	// Count each op's inputs and outputs and the tensors first, so that
-	// their lists are carved from one array each instead of grown by
-	// append a million times.
+	// Tensors are numbered as they always were (each op's output, then
+	// its parameters; then the edges' own tensors in file order) and all
+	// added first; then each op is added once with its complete lists,
+	// carved from one array, instead of built up by append and copied.
+	opOut := make([]graph.TensorID, n) // op i's output; its parameters are next
+	own := make([]graph.TensorID, len(f.Edges))
 	nIn, nOut := make([]int32, n), make([]int32, n)
-	nTensors := n
+	nConsumers := make([]int32, 0, 2*n)
+	nTensors := 0
 	for i := range f.Ops {
+		opOut[i] = graph.TensorID(nTensors)
 		nOut[i] = 1
+		nTensors++
+		nConsumers = append(nConsumers, 0)
 		if f.Ops[i].ParamBytes > 0 {
 			nIn[i]++
 			nTensors++
+			nConsumers = append(nConsumers, 1)
 		}
 	}
 	for i := range f.Edges {
 		x := ends[i]
 		nIn[x.to]++
+		own[i] = -1
 		if ownTensor(f, &f.Edges[i], x.from) {
+			own[i] = graph.TensorID(nTensors)
 			nOut[x.from]++
 			nTensors++
+			nConsumers = append(nConsumers, 1)
+		} else {
+			nConsumers[opOut[x.from]]++
 		}
 	}
 	g := graph.New(name, n, nTensors)
-	ids := make([]graph.TensorID, 0, n+nTensors+len(f.Edges))
-	shapes := make([]int64, 0, nTensors)
+	shapes := make([]int64, nTensors)
+	consumers := make([]graph.OpID, len(f.Edges)+nTensors)
 	transfer := make([]float64, 0, nTensors)
-	addTensor := func(name string, bytes int64, kind graph.TensorKind, transferMS *float64) graph.TensorID {
-		shapes = append(shapes, bytes)
-		t := graph.Tensor{Name: name, DType: graph.Uint8, Shape: shapes[len(shapes)-1 : len(shapes) : len(shapes)], ShapeKnown: true, Kind: kind}
-		id, err := g.AddTensor(t)
+	addTensor := func(name string, bytes int64, kind graph.TensorKind, transferMS *float64) {
+		id := len(g.Tensors)
+		shapes[id] = bytes
+		t := graph.Tensor{Name: name, DType: graph.Uint8, Shape: shapes[id : id+1 : id+1], ShapeKnown: true, Kind: kind}
+		_, err := g.AddTensor(t)
 		for k := 2; err != nil; k++ { // an op may be named like another's tensor
 			t.Name = fmt.Sprintf("%s#%d", name, k)
-			id, err = g.AddTensor(t)
+			_, err = g.AddTensor(t)
 		}
+		// Room for the consumers AddOp appends, all from one array.
+		g.Tensors[id].Consumers = consumers[:0:nConsumers[id]]
+		consumers = consumers[nConsumers[id]:]
 		s := math.NaN()
 		if transferMS != nil {
 			s = *transferMS / 1e3
 		}
 		transfer = append(transfer, s)
-		return id
 	}
-	list := func(k int32) []graph.TensorID {
-		l := len(ids)
-		ids = ids[:l+int(k)]
-		return ids[l : l : l+int(k)]
-	}
-	ops := make([]graph.Op, n)
 	for i := range f.Ops {
 		fo := &f.Ops[i]
-		phase, _ := parsePhase(fo.Phase)
-		ops[i] = graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Phase: phase,
-			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: list(nIn[i]), Outputs: list(nOut[i])}
-		ops[i].Outputs = append(ops[i].Outputs, addTensor(fo.Name, fo.OutputBytes, graph.Activation, nil))
+		addTensor(fo.Name, fo.OutputBytes, graph.Activation, nil)
 		if fo.ParamBytes > 0 {
-			ops[i].Inputs = append(ops[i].Inputs, addTensor(fo.Name+"/params", fo.ParamBytes, graph.Parameter, nil))
+			addTensor(fo.Name+"/params", fo.ParamBytes, graph.Parameter, nil)
 		}
 	}
 	hasOut := make([]bool, n)
 	for i := range f.Edges {
 		e := &f.Edges[i]
-		from, to := ends[i].from, ends[i].to
-		hasOut[from] = true
-		if !ownTensor(f, e, from) {
-			ops[to].Inputs = append(ops[to].Inputs, ops[from].Outputs[0])
+		hasOut[ends[i].from] = true
+		if own[i] < 0 {
 			continue
 		}
-		bytes := f.Ops[from].OutputBytes
+		bytes := f.Ops[ends[i].from].OutputBytes
 		if e.Bytes != nil {
 			bytes = *e.Bytes
 		}
-		t := addTensor(e.From+"->"+e.To, bytes, graph.Activation, e.TransferMS)
-		ops[from].Outputs = append(ops[from].Outputs, t)
-		ops[to].Inputs = append(ops[to].Inputs, t)
+		addTensor(e.From+"->"+e.To, bytes, graph.Activation, e.TransferMS)
 	}
-	for i := range ops {
-		if _, err := g.AddOp(ops[i]); err != nil {
+	// Each op's inputs and outputs, in the order they were always listed:
+	// its parameters, then its edges in; its output, then its own edges out.
+	ids := make([]graph.TensorID, 0, len(f.Edges)+nTensors)
+	inputs, outputs := make([][]graph.TensorID, n), make([][]graph.TensorID, n)
+	for i := range f.Ops {
+		l := len(ids)
+		ids = ids[:l+int(nIn[i])+int(nOut[i])]
+		inputs[i] = ids[l : l : l+int(nIn[i])]
+		outputs[i] = ids[l+int(nIn[i]) : l+int(nIn[i]) : l+int(nIn[i])+int(nOut[i])]
+		outputs[i] = append(outputs[i], opOut[i])
+		if f.Ops[i].ParamBytes > 0 {
+			inputs[i] = append(inputs[i], opOut[i]+1)
+		}
+	}
+	for i := range f.Edges {
+		from, to := ends[i].from, ends[i].to
+		if own[i] < 0 {
+			inputs[to] = append(inputs[to], opOut[from])
+			continue
+		}
+		outputs[from] = append(outputs[from], own[i])
+		inputs[to] = append(inputs[to], own[i])
+	}
+	for i := range f.Ops {
+		fo := &f.Ops[i]
+		phase, _ := parsePhase(fo.Phase)
+		op := graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Phase: phase,
+			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: inputs[i], Outputs: outputs[i]}
+		if _, err := g.AddOp(op); err != nil {
 			return nil, errorf(file, fmt.Sprintf("ops[%d]", i), "%v", err)
 		}
 		if !hasOut[i] {
-			g.Outputs = append(g.Outputs, ops[i].Outputs[0])
+			g.Outputs = append(g.Outputs, opOut[i])
 		}
 	}
 	if _, err := g.TopoOrder(g.BuildAdjacency()); err != nil {

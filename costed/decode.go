@@ -54,6 +54,7 @@ func Parse(data []byte, file string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.index, f.ends, f.dup = nil, nil, [2]int32{}
 	if err := f.Validate(file); err != nil {
 		return nil, err
 	}
@@ -176,7 +177,11 @@ func (f *File) check(file string) ([]ends, error) {
 	if len(f.Ops) > math.MaxInt32 {
 		return nil, errorf(file, "ops", "%d ops; opplace plans at most %d", len(f.Ops), math.MaxInt32)
 	}
-	index := make(map[string]int32, len(f.Ops))
+	index := f.index
+	known := index != nil // built by the parser, which noted the first repeated name
+	if !known {
+		index = make(map[string]int32, len(f.Ops))
+	}
 	var total int64
 	for i := range f.Ops {
 		op := &f.Ops[i]
@@ -184,10 +189,16 @@ func (f *File) check(file string) ([]ends, error) {
 		if op.Name == "" {
 			return nil, errorf(file, at.in("name").String(), "missing; every op needs a unique name")
 		}
-		if j, dup := index[op.Name]; dup {
-			return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, j)
+		if known {
+			if f.dup[0] == int32(i) && i > 0 {
+				return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, f.dup[1])
+			}
+		} else {
+			if j, dup := index[op.Name]; dup {
+				return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, j)
+			}
+			index[op.Name] = int32(i)
 		}
-		index[op.Name] = int32(i)
 		if _, ok := parsePhase(op.Phase); !ok {
 			return nil, errorf(file, at.in("phase").String(), "%q is not a phase: use forward, backward or update", op.Phase)
 		}
@@ -233,13 +244,20 @@ func (f *File) check(file string) ([]ends, error) {
 func checkEdge(f *File, index map[string]int32, i int, out *ends, total *int64, file string) error {
 	e := &f.Edges[i]
 	at := loc{list: "edges", index: i}
-	from, ok := index[e.From]
-	if !ok {
-		return errorf(file, at.in("from").String(), "no op is named %q", e.From)
+	from, to := int32(-1), int32(-1)
+	if i < len(f.ends) {
+		from, to = f.ends[i].from, f.ends[i].to
 	}
-	to, ok := index[e.To]
-	if !ok {
-		return errorf(file, at.in("to").String(), "no op is named %q", e.To)
+	ok := true
+	if from < 0 {
+		if from, ok = index[e.From]; !ok {
+			return errorf(file, at.in("from").String(), "no op is named %q", e.From)
+		}
+	}
+	if to < 0 {
+		if to, ok = index[e.To]; !ok {
+			return errorf(file, at.in("to").String(), "no op is named %q", e.To)
+		}
 	}
 	if from == to {
 		return errorf(file, at.String(), "from and to are both %q: an op cannot feed itself", e.From)

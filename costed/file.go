@@ -24,6 +24,14 @@ type File struct {
 	Name  string `json:"name,omitempty"`
 	Ops   []Op   `json:"ops"`
 	Edges []Edge `json:"edges,omitempty"`
+
+	// index and ends are what the parser learnt while reading, for check:
+	// each name's first op, and each edge's ops where known (-1 where
+	// not). Only the file's own decoding sets them; Parse drops them, as
+	// its caller may change the File.
+	index map[string]int32
+	ends  []ends
+	dup   [2]int32
 }
 
 // Op is one measured operator.

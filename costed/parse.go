@@ -3,6 +3,7 @@ package costed
 import (
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,20 @@ type parser struct {
 	// times is a block the ops' times are carved from: one allocation
 	// per few thousand ops instead of one per op.
 	times []DeviceTime
+	// index maps each op name to its first op, as check needs it, built
+	// while the ops are read; ops are the ops once read. An edge listed
+	// after them is resolved as it is read, its names shared with the
+	// ops' (a million edges would otherwise allocate two million names
+	// and look each up again), and an endpoint equal to the previous
+	// edge's is not looked up at all.
+	index    map[string]int32
+	read     []Op
+	ends     chunks[ends]
+	lastName [2]string
+	lastEnd  [2]int32
+	// dup is the first op whose name an earlier op has, and that op (0, 0
+	// for none: ops[0] cannot repeat a name).
+	dup [2]int32
 }
 
 var (
@@ -31,11 +46,12 @@ var (
 // parseV1 reads a v1 document from r without checking it beyond JSON
 // types; file names it in errors.
 func parseV1(r io.Reader, file string) (*File, error) {
-	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}}
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}}
 	f, err := p.document()
 	if err != nil {
 		return nil, err
 	}
+	f.index, f.ends, f.dup = p.index, p.ends.flat(), p.dup
 	return f, nil
 }
 
@@ -124,10 +140,14 @@ func (p *parser) document() (*File, error) {
 				return nil, err
 			}
 		case "ops":
+			p.dup = [2]int32{}
 			if f.Ops, err = p.ops(); err != nil {
 				return nil, err
 			}
+			p.read = f.Ops
+			p.ends = chunks[ends]{} // edges read before refer to no ops yet
 		case "edges":
+			p.ends = chunks[ends]{}
 			if f.Edges, err = p.edges(); err != nil {
 				return nil, err
 			}
@@ -279,12 +299,66 @@ func (p *parser) bytes(at loc) (int64, bool, error) {
 }
 
 func (p *parser) ops() ([]Op, error) {
-	var ops []Op
+	var ops chunks[Op]
 	err := p.array(loc{field: "ops"}, func(i int) error {
-		ops = append(ops, Op{})
-		return p.op(&ops[i], i)
+		return p.op(ops.next(), i)
 	})
-	return ops, err
+	if err != nil {
+		return nil, err
+	}
+	// The index, sized once: grown op by op, a map of a million names
+	// costs twice as much.
+	all := ops.flat()
+	p.index = make(map[string]int32, len(all))
+	for i := range all {
+		if name := all[i].Name; name != "" {
+			// One map operation per op; a repeated name (an error check
+			// reports) keeps its first op.
+			n := len(p.index)
+			p.index[name] = int32(i)
+			if len(p.index) == n {
+				j := int32(slices.IndexFunc(all, func(o Op) bool { return o.Name == name }))
+				p.index[name] = j
+				if p.dup[0] == 0 {
+					p.dup = [2]int32{int32(i), j}
+				}
+			}
+		}
+	}
+	return all, nil
+}
+
+// chunks collects a list of unknown length in blocks and copies it once
+// into a slice of its exact size: growing one slice by append would copy
+// a million ops about twice and leave as much garbage.
+type chunks[T any] struct {
+	done [][]T
+	cur  []T
+	n    int
+}
+
+// next appends a zero element and returns it.
+func (c *chunks[T]) next() *T {
+	if len(c.cur) == cap(c.cur) {
+		if c.cur != nil {
+			c.done = append(c.done, c.cur)
+		}
+		c.cur = make([]T, 0, min(max(64, 2*cap(c.cur)), 1<<14))
+	}
+	c.cur = c.cur[:len(c.cur)+1]
+	c.n++
+	return &c.cur[len(c.cur)-1]
+}
+
+func (c *chunks[T]) flat() []T {
+	if len(c.done) == 0 {
+		return c.cur // small lists: no copy
+	}
+	out := make([]T, 0, c.n)
+	for _, b := range c.done {
+		out = append(out, b...)
+	}
+	return append(out, c.cur...)
 }
 
 func (p *parser) op(op *Op, i int) error {
@@ -357,24 +431,25 @@ func (p *parser) devType(key []byte) string {
 }
 
 func (p *parser) edges() ([]Edge, error) {
-	var edges []Edge
+	var edges chunks[Edge]
 	err := p.array(loc{field: "edges"}, func(i int) error {
-		edges = append(edges, Edge{})
-		return p.edge(&edges[i], i)
+		return p.edge(edges.next(), i)
 	})
-	return edges, err
+	return edges.flat(), err
 }
 
 func (p *parser) edge(e *Edge, i int) error {
 	at := loc{list: "edges", index: i}
 	var from, to bool
+	x := p.ends.next()
+	*x = ends{-1, -1}
 	_, err := p.object(at, func(key []byte) error {
 		var err error
 		switch string(key) {
 		case "from":
-			e.From, from, err = p.str(at.in("from"))
+			e.From, x.from, from, err = p.endpoint(at.in("from"), 0)
 		case "to":
-			e.To, to, err = p.str(at.in("to"))
+			e.To, x.to, to, err = p.endpoint(at.in("to"), 1)
 		case "bytes":
 			var b int64
 			var ok bool
@@ -405,6 +480,25 @@ func (p *parser) edge(e *Edge, i int) error {
 		return errorf(p.file, at.in("to").String(), "missing; every edge names the op it goes to")
 	}
 	return nil
+}
+
+// endpoint reads an edge's from (which 0) or to (1): the op's name and
+// its index, or -1 when no op read so far has that name.
+func (p *parser) endpoint(at loc, which int) (string, int32, bool, error) {
+	b, ok, err := p.strBytes(at)
+	if err != nil || !ok {
+		return "", -1, ok, err
+	}
+	if string(b) == p.lastName[which] && p.lastEnd[which] >= 0 {
+		return p.lastName[which], p.lastEnd[which], true, nil
+	}
+	j, found := p.index[unsafeString(b)]
+	if !found {
+		return string(b), -1, true, nil
+	}
+	name := p.read[j].Name
+	p.lastName[which], p.lastEnd[which] = name, j
+	return name, j, true, nil
 }
 
 // parseByteCount reads a byte count written as a JSON number. Whole

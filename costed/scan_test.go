@@ -120,3 +120,36 @@ func TestStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyOrder: the graph is the same whatever order the document's keys
+// come in (edges are resolved as they are read only when the ops came
+// first) and with the ops given twice (the last list counts, as in
+// encoding/json).
+func TestKeyOrder(t *testing.T) {
+	ops := `"ops": [` + opA + `, ` + opB + `, {"name": "c", "times_ms": {"T4": 1}}]`
+	edges := `"edges": [{"from": "a", "to": "b"}, {"from": "a", "to": "c", "bytes": 7}, {"from": "b", "to": "c"}]`
+	for _, in := range []string{
+		`{"format": "opplace-costed-graph/v1", ` + ops + `, ` + edges + `}`,
+		`{"format": "opplace-costed-graph/v1", ` + edges + `, ` + ops + `}`,
+		`{"format": "opplace-costed-graph/v1", "ops": [{"name": "c", "times_ms": {"T4": 1}}, ` + opA + `], ` + edges + `, ` + ops + `}`,
+	} {
+		m, err := costed.Decode([]byte(in), "g.json")
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		g := m.Graph
+		var got []string
+		for i := range g.Ops {
+			for _, in := range g.Ops[i].Inputs {
+				got = append(got, g.Tensors[in].Name+">"+g.Ops[i].Name)
+			}
+		}
+		if want := "a>b a->c>c b>c"; strings.Join(got, " ") != want {
+			t.Errorf("%s: edges %v, want %s", in, got, want)
+		}
+	}
+	_, err := costed.Decode([]byte(doc(opA+`, `+opB+`, `+opA, `{"from": "a", "to": "b"}`)), "g.json")
+	if want := `g.json: ops[2].name: "a" is already the name of ops[0]; op names must be unique`; err == nil || err.Error() != want {
+		t.Errorf("duplicate name: %v, want %s", err, want)
+	}
+}
