@@ -7,7 +7,8 @@ import (
 
 // chainWork is the work budget of the search over every prefix of the
 // unit order (pipedream, and the pipedream pass of exact), in stages
-// costed × device-count vectors, for all micro-batch counts together:
+// costed × device-count vectors plus half a unit per pair of prefixes
+// visited, for all micro-batch counts together:
 // about a second on one core. The real models of the tests take at most
 // 9 million (gpt2_small training on 8 A100s, 0.33 s); GNMT training
 // (4,441 units) takes 51 million on 4 V100s (2.8 s) and billions on five

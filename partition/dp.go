@@ -151,6 +151,15 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 		}
 		for qi := 0; qi < len(queue); qi++ {
 			e := queue[qi]
+			// A pair visited costs too, even one pruned at once: on a
+			// chain of tens of thousands of units the visits, not the
+			// stages costed, are the work (half a unit each; the real
+			// models of the tests visit at most about 10 million).
+			if work != nil && qi&1 == 0 {
+				if *work--; *work < 0 {
+					return nil, errWork
+				}
+			}
 			if checks++; checks&0xfff == 0 && !deadline.IsZero() && time.Now().After(deadline) {
 				return nil, errDeadline
 			}
