@@ -58,6 +58,7 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	runs := opRuns(res, len(g.Ops))
+	p.Ops = make([]plan.Op, 0, len(r.problem.Order))
 	for _, id := range r.problem.Order {
 		op := &g.Ops[id]
 		p.Ops = append(p.Ops, plan.Op{

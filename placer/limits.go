@@ -29,7 +29,11 @@ func newLimits(p *Problem) (*limits, error) {
 	}
 	coloc := graph.ColocationGroups(g)
 	l := &limits{class: make([]int32, n)}
-	rootClass := map[graph.OpID]int32{}
+	// rootClass[r] is the class of the group whose root op is r, or -1.
+	rootClass := make([]int32, n)
+	for i := range rootClass {
+		rootClass[i] = -1
+	}
 	all := make([]int, nd)
 	for d := range all {
 		all[d] = d
@@ -37,23 +41,32 @@ func newLimits(p *Problem) (*limits, error) {
 	for i := 0; i < n; i++ {
 		op := graph.OpID(i)
 		r := coloc.Find(op)
-		c, ok := rootClass[r]
-		if !ok {
+		c := rootClass[r]
+		if c < 0 {
 			c = int32(len(l.allowed))
 			rootClass[r] = c
 			l.allowed = append(l.allowed, all)
 		}
 		l.class[i] = c
-		// Narrow the class's devices to those op allows.
+		// Narrow the class's devices to those op allows; most ops allow
+		// every device their class has, so look before allocating.
 		prev := l.allowed[c]
-		var keep []int
+		allows := func(d int) bool { return (pins[i] < 0 || pins[i] == d) && t.CanRun(op, d) }
+		narrow := false
 		for _, d := range prev {
-			if (pins[i] < 0 || pins[i] == d) && t.CanRun(op, d) {
-				keep = append(keep, d)
+			if !allows(d) {
+				narrow = true
+				break
 			}
 		}
-		if len(keep) == len(prev) {
+		if !narrow {
 			continue
+		}
+		var keep []int
+		for _, d := range prev {
+			if allows(d) {
+				keep = append(keep, d)
+			}
 		}
 		if len(keep) == 0 {
 			return nil, l.noDevice(p, op, pins)

@@ -46,7 +46,7 @@ type listState struct {
 	// held records which device holds a copy of which tensor (resident,
 	// graph input or received activation) and, for activations, when the
 	// copy arrives.
-	held map[int64]float64
+	held tensorDev[float64]
 	// consumersLeft counts each tensor's consumers not yet scheduled.
 	consumersLeft []int32
 	isOutput      []bool
@@ -60,7 +60,7 @@ type listState struct {
 	// reserved is, per device, the bytes reserved and not yet allocated;
 	// resv marks which tensors they are (keyed like held).
 	reserved []int64
-	resv     map[int64]struct{}
+	resv     tensorDev[struct{}]
 	// headroom is, per device, the largest transient of its classes.
 	headroom []int64
 }
@@ -82,7 +82,7 @@ func newListState(p *Problem) (*listState, error) {
 		devFree:       make([]float64, nd),
 		used:          make([]int64, nd),
 		classDev:      make([]int, len(lim.allowed)),
-		held:          map[int64]float64{},
+		held:          newTensorDev[float64](len(g.Tensors), nd),
 		consumersLeft: make([]int32, len(g.Tensors)),
 		isOutput:      make([]bool, len(g.Tensors)),
 	}
@@ -124,7 +124,7 @@ func (s *listState) groupNeeds() {
 	g, nc := s.g, len(s.lim.allowed)
 	s.reserved = make([]int64, s.nd)
 	s.headroom = make([]int64, s.nd)
-	s.resv = map[int64]struct{}{}
+	s.resv = newTensorDev[struct{}](len(g.Tensors), s.nd)
 	s.reserve = make([][]graph.TensorID, nc)
 	s.transient = make([]int64, nc)
 	size := make([]int32, nc)
@@ -188,14 +188,14 @@ func (s *listState) isReserved(t graph.TensorID, d int) bool {
 	if s.reserved[d] == 0 {
 		return false
 	}
-	_, ok := s.resv[s.key(t, d)]
+	_, ok := s.resv.get(t, d)
 	return ok
 }
 
 // unreserve moves t's reservation on d, if any, into real use.
 func (s *listState) unreserve(t graph.TensorID, d int) {
 	if s.isReserved(t, d) {
-		delete(s.resv, s.key(t, d))
+		s.resv.del(t, d)
 		s.reserved[d] -= s.g.Tensors[t].Bytes()
 	}
 }
@@ -209,7 +209,52 @@ func containsTensor(ts []graph.TensorID, t graph.TensorID) bool {
 	return false
 }
 
-func (s *listState) key(t graph.TensorID, d int) int64 { return int64(t)*int64(s.nd) + int64(d) }
+// tensorDev is a set of (tensor, device) pairs with a value each: a
+// dense table where it takes at most 2^25 entries (a few hundred MB),
+// else a map. The list schedulers ask it for every input of every op on
+// every candidate device; as a map it was a quarter of m-ETF's time on a
+// graph of a million ops.
+type tensorDev[V any] struct {
+	nd  int
+	has []bool
+	val []V
+	m   map[int64]V
+}
+
+func newTensorDev[V any](tensors, nd int) tensorDev[V] {
+	if n := tensors * nd; n <= 1<<25 {
+		return tensorDev[V]{nd: nd, has: make([]bool, n), val: make([]V, n)}
+	}
+	return tensorDev[V]{nd: nd, m: map[int64]V{}}
+}
+
+func (h *tensorDev[V]) get(t graph.TensorID, d int) (V, bool) {
+	k := int64(t)*int64(h.nd) + int64(d)
+	if h.m != nil {
+		v, ok := h.m[k]
+		return v, ok
+	}
+	return h.val[k], h.has[k]
+}
+
+func (h *tensorDev[V]) set(t graph.TensorID, d int, v V) {
+	k := int64(t)*int64(h.nd) + int64(d)
+	if h.m != nil {
+		h.m[k] = v
+		return
+	}
+	h.has[k], h.val[k] = true, v
+}
+
+func (h *tensorDev[V]) del(t graph.TensorID, d int) {
+	k := int64(t)*int64(h.nd) + int64(d)
+	if h.m != nil {
+		delete(h.m, k)
+		return
+	}
+	var zero V
+	h.has[k], h.val[k] = false, zero
+}
 
 // candidates lists the devices op may run on now: its class's device if
 // the class is placed, else every device the class allows.
@@ -240,7 +285,7 @@ func (s *listState) dataReady(op graph.OpID, d int) float64 {
 		case pd == d:
 			t = max(t, s.end[pr])
 		default:
-			if at, ok := s.held[s.key(in, d)]; ok {
+			if at, ok := s.held.get(in, d); ok {
 				t = max(t, at)
 			} else {
 				t = max(t, s.end[pr]+s.p.Costs.Transfer(pd, d, s.g.Tensors[in].Bytes()))
@@ -269,7 +314,7 @@ func (s *listState) need(op graph.OpID, d int) int64 {
 		if tn.Producer != graph.NoOp && s.dev[tn.Producer] == d {
 			continue
 		}
-		if _, ok := s.held[s.key(in, d)]; !ok && !s.isReserved(in, d) {
+		if _, ok := s.held.get(in, d); !ok && !s.isReserved(in, d) {
 			b += tn.Bytes()
 		}
 	}
@@ -281,7 +326,7 @@ func (s *listState) need(op graph.OpID, d int) int64 {
 		if g.Tensors[t].Producer == op || containsTensor(s.inputs[op], t) || s.isReserved(t, d) {
 			continue // counted above, or already reserved
 		}
-		if _, ok := s.held[s.key(t, d)]; !ok {
+		if _, ok := s.held.get(t, d); !ok {
 			b += g.Tensors[t].Bytes()
 		}
 	}
@@ -335,13 +380,13 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	for _, in := range s.inputs[op] {
 		tn := &g.Tensors[in]
 		local := tn.Producer != graph.NoOp && s.dev[tn.Producer] == d
-		if _, ok := s.held[s.key(in, d)]; !ok && !local {
+		if _, ok := s.held.get(in, d); !ok && !local {
 			at := 0.0
 			if tn.Producer != graph.NoOp {
 				pd := s.dev[tn.Producer]
 				at = s.end[tn.Producer] + costs.Transfer(pd, d, tn.Bytes())
 			}
-			s.held[s.key(in, d)] = at
+			s.held.set(in, d, at)
 			s.used[d] += tn.Bytes()
 			s.unreserve(in, d)
 		}
@@ -352,10 +397,10 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	}
 	if first {
 		for _, t := range s.reserve[c] {
-			if _, ok := s.held[s.key(t, d)]; ok || g.Tensors[t].Producer == op || s.isReserved(t, d) {
+			if _, ok := s.held.get(t, d); ok || g.Tensors[t].Producer == op || s.isReserved(t, d) {
 				continue
 			}
-			s.resv[s.key(t, d)] = struct{}{}
+			s.resv.set(t, d, struct{}{})
 			s.reserved[d] += g.Tensors[t].Bytes()
 		}
 		s.headroom[d] = max(s.headroom[d], s.transient[c])
@@ -391,9 +436,9 @@ func (s *listState) release(t graph.TensorID) {
 		s.used[s.dev[tn.Producer]] -= b
 	}
 	for d := 0; d < s.nd; d++ {
-		if _, ok := s.held[s.key(t, d)]; ok {
+		if _, ok := s.held.get(t, d); ok {
 			s.used[d] -= b
-			delete(s.held, s.key(t, d))
+			s.held.del(t, d)
 		}
 	}
 }

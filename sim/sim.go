@@ -384,13 +384,19 @@ func (s *state) dedupe() {
 	for i := range stamp {
 		stamp[i] = -1
 	}
+	// Lists without repeats (nearly all) are the graph's own, shared and
+	// never written: a copy of each cost the simulator an allocation per
+	// tensor and op on every run.
 	s.consumers = make([][]graph.OpID, len(g.Tensors))
 	for t := range g.Tensors {
-		for _, c := range g.Tensors[t].Consumers {
-			if stamp[c] != int32(t) {
-				stamp[c] = int32(t)
-				s.consumers[t] = append(s.consumers[t], c)
+		cs := g.Tensors[t].Consumers
+		s.consumers[t] = cs
+		for i, c := range cs {
+			if stamp[c] == int32(t) {
+				s.consumers[t] = dedupeFrom(cs, i, stamp, int32(t))
+				break
 			}
+			stamp[c] = int32(t)
 		}
 	}
 	for i := range stamp {
@@ -400,11 +406,14 @@ func (s *state) dedupe() {
 	s.ctrl = make([][]graph.OpID, len(g.Ops))
 	s.ctrlSucc = make([][]graph.OpID, len(g.Ops))
 	for op := range g.Ops {
-		for _, in := range g.Ops[op].Inputs {
-			if stamp[in] != int32(op) {
-				stamp[in] = int32(op)
-				s.inputs[op] = append(s.inputs[op], in)
+		ins := g.Ops[op].Inputs
+		s.inputs[op] = ins
+		for i, in := range ins {
+			if stamp[in] == int32(op) {
+				s.inputs[op] = dedupeFrom(ins, i, stamp, int32(op))
+				break
 			}
+			stamp[in] = int32(op)
 		}
 	}
 	for op := range g.Ops {
@@ -496,6 +505,19 @@ func (s *state) classify(order []graph.OpID) {
 	}
 }
 
+// dedupeFrom copies list without its repeats, given that list[i] is the
+// first repeat and stamp marks with mark the elements before it.
+func dedupeFrom[T ~int32](list []T, i int, stamp []int32, mark int32) []T {
+	out := slices.Clone(list[:i])
+	for _, x := range list[i:] {
+		if stamp[x] != mark {
+			stamp[x] = mark
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func (s *state) tasksOf(op graph.OpID) int {
 	if s.perMB[op] {
 		return s.M
@@ -541,6 +563,9 @@ func (s *state) numberTasks() {
 	}
 	s.pending = make([]int32, nt)
 	s.slot = make([]int32, nt)
+	// About one allocation and one release per task and per instance:
+	// sized once, the log is not copied as it grows.
+	s.mem = make([]memEvent, 0, 3*nt+2*ni)
 }
 
 // instance is tensor t's instance read or written by micro-batch mb.
