@@ -1,7 +1,7 @@
 // Package plan is the document opplace writes: which device runs every
 // op, when, what crosses between devices, and what the step is predicted
-// to cost. It renders the plan as JSON, YAML and a human table, and writes
-// files atomically; package view draws it.
+// to cost. It renders the plan as JSON, YAML and a human table; package
+// view draws it, and internal/output writes the files of a run.
 package plan
 
 import (

@@ -90,8 +90,9 @@
 // # Writing placements back
 //
 // Annotate sets node device fields (Const and Placeholder nodes take
-// their first consumer's device); EmitModel renders cluster devices as
-// TensorFlow device strings with a template (DefaultTemplate:
+// their first consumer's device); AnnotateDevices renders cluster devices
+// as TensorFlow device strings with a template (DefaultTemplate:
 // /job:worker/replica:0/task:<host index>/device:<GPU|CPU>:<index within
-// host and kind>) and annotates ONNX models through onnx.Annotate.
+// host and kind>) and annotates. Which format a model file is, and so
+// which annotator writes it, is package pipeline's one format table.
 package tf

@@ -349,3 +349,48 @@ print(sum(len(t.raw_data) for t in m.graph.initializer))`, tc.dst).CombinedOutpu
 		}
 	}
 }
+
+// profile and report follow the same rules as plan, before any work.
+func TestOutputOtherCommands(t *testing.T) {
+	// A real plan and a real profile of the model to read back.
+	dir, model, cluster := outputDir(t)
+	planFile, profFile := filepath.Join(dir, "plan.json"), filepath.Join(dir, "prof.json")
+	if code, _, stderr := invoke(t, "plan", model, "--cluster", cluster, "--mode", "infer", "--strategy", "m-etf", "--out", planFile); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	profileArgs := []string{"--max-time", "1s", "--shape", "input.1=1,3,224,224"}
+	if code, _, stderr := invoke(t, append([]string{"profile", model, "--out", profFile}, profileArgs...)...); code != 0 {
+		t.Fatalf("profile: exit %d: %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"profile --out is the model", []string{"profile", model, "--out", model}, "--out MODEL: is the model"},
+		{"profile --out is the profile read", []string{"profile", model, "--from", profFile, "--out", profFile}, "--out DIR/prof.json: is the profile"},
+		{"profile --out and --cluster-out one file", []string{"profile", model, "--out", filepath.Join(dir, "x"), "--cluster-out", filepath.Join(dir, "x")},
+			"--cluster-out DIR/x: is the same file as --out DIR/x"},
+		{"profile --out in a missing directory", []string{"profile", model, "--out", filepath.Join(dir, "nodir", "p.json")}, "DIR/nodir does not exist"},
+		{"report -o is the plan", []string{"report", planFile, "-o", planFile, "--no-graphviz"}, "--out DIR/plan.json: is the plan"},
+		{"report -o in a missing directory", []string{"report", planFile, "-o", filepath.Join(dir, "nodir", "r.html"), "--no-graphviz"},
+			"--out DIR/nodir/r.html: directory DIR/nodir does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args[0] == "profile" {
+				// Code that measured before refusing measures briefly.
+				args = append(args, profileArgs...)
+			}
+			before := snapshot(t, dir)
+			code, _, stderr := invoke(t, args...)
+			want := strings.NewReplacer("MODEL", model, "DIR", dir).Replace(tc.want)
+			if code != exitInvalid || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+			}
+			if after := snapshot(t, dir); !mapsEqual(before, after) {
+				t.Errorf("the run changed files:\nbefore %v\nafter  %v", keys(before), keys(after))
+			}
+		})
+	}
+}

@@ -33,7 +33,8 @@ its capacity, the stage table with its split points, every strategy auto tried
 with why it lost, and the device-level Graphviz view (left out, with a note,
 when Graphviz's dot is not installed). The same plan gives the same bytes.
 
-The file is written atomically; -o - writes the page to stdout.`,
+The file is written through a temporary renamed into place, and may not be the
+plan itself; -o - writes the page to stdout.`,
 		Example: `  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --dim batch=8 --out plan.json
   opplace report plan.json -o report.html
 
