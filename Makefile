@@ -7,7 +7,7 @@ BIN      := bin/opplace
 PKGS     := ./...
 BENCHTIME ?= 1x
 
-.PHONY: all setup build test bench lint fmt demo clean
+.PHONY: all setup build test bench bench-1m lint fmt demo clean
 
 all: build
 
@@ -34,8 +34,16 @@ build:
 test: build
 	$(GO) test -count=1 $(PKGS)
 
+# bench runs every benchmark once; pipeline's BenchmarkScale plans
+# generated costed graphs of 10^4 and 10^5 ops with m-etf, heft and auto
+# through bin/opplace and reports the time and peak RSS of each plan.
+# bench-1m runs the scale and import benchmarks on 10^6 ops as well
+# (a few minutes, about 2 GB of memory).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -v $(PKGS)
+
+bench-1m: build
+	OPPLACE_BENCH_1M=1 $(GO) test -run '^$$' -bench 'Scale|ImportRate|Decode' -benchtime 1x -v ./pipeline/ ./costed/
 
 lint:
 	$(GO) vet $(PKGS)

@@ -1,14 +1,20 @@
 package pipeline_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/opplace/opplace/costed/costedtest"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/sim"
@@ -178,4 +184,115 @@ func firstClause(msg string) string {
 		return msg[:i]
 	}
 	return msg
+}
+
+// scaleSizes are the op counts of BenchmarkScale and BenchmarkImportRate:
+// 10^4 and 10^5, and 10^6 when OPPLACE_BENCH_1M is set (make bench-1m).
+func scaleSizes() []int {
+	sizes := []int{10_000, 100_000}
+	if os.Getenv("OPPLACE_BENCH_1M") != "" {
+		sizes = append(sizes, 1_000_000)
+	}
+	return sizes
+}
+
+// synthFile writes the generated costed graph of n ops (seed 1, the
+// graph `go run ./internal/synth -ops n` prints) under dir.
+func synthFile(b *testing.B, dir string, n int) string {
+	b.Helper()
+	f, err := costedtest.Generate(costedtest.Config{Ops: n, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("synth%d.json", n))
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(out)
+	if err := f.Encode(w); err != nil {
+		b.Fatal(err)
+	}
+	if err := errors.Join(w.Flush(), out.Close()); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkScale is `opplace plan` on generated costed training graphs of
+// 10^4 and 10^5 ops (10^6 with OPPLACE_BENCH_1M=1) on 4xV100, per
+// strategy, as a user runs it: bin/opplace (make build) in a child
+// process, from reading the file to writing the plan. It reports the
+// wall time per plan (ns/op) and the child's peak resident memory
+// (peak_rss_MB, getrusage's ru_maxrss: the whole process, Go runtime and
+// all). The machine's load moves the times; compare runs of one session.
+//
+//	make bench-1m    # or: OPPLACE_BENCH_1M=1 go test -run '^$' -bench Scale -benchtime 1x ./pipeline/
+func BenchmarkScale(b *testing.B) {
+	bin, err := filepath.Abs("../bin/opplace")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		b.Skip("bin/opplace is missing: run make build first")
+	}
+	dir := b.TempDir()
+	for _, n := range scaleSizes() {
+		file := synthFile(b, dir, n)
+		for _, s := range []string{"m-etf", "heft", "auto"} {
+			b.Run(fmt.Sprintf("%d/%s", n, s), func(b *testing.B) {
+				var peak int64
+				for i := 0; i < b.N; i++ {
+					cmd := exec.Command(bin, "plan", file, "--cluster", filepath.Join(clusters, "4xV100.yaml"),
+						"--strategy", s, "-q", "--out", filepath.Join(dir, "plan.json"))
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("%v: %v\n%s", cmd, err, out)
+					}
+					if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+						peak = max(peak, ru.Maxrss*1024) // kilobytes on Linux
+					}
+				}
+				b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MB")
+			})
+		}
+	}
+}
+
+// BenchmarkImportRate is the import stage alone (pipeline.LoadModel) of
+// generated costed graphs of 10^4 and 10^5 ops (10^6 with
+// OPPLACE_BENCH_1M=1) and of the shared ONNX models, as MB/s of the file
+// and ops/s of the graph it gives.
+//
+//	go test -run '^$' -bench ImportRate -benchtime 5x ./pipeline/
+func BenchmarkImportRate(b *testing.B) {
+	dir := b.TempDir()
+	type input struct {
+		name, path string
+		dims       map[string]int64
+	}
+	var inputs []input
+	for _, n := range scaleSizes() {
+		inputs = append(inputs, input{fmt.Sprintf("costed-%d", n), synthFile(b, dir, n), nil})
+	}
+	for _, m := range sharedModels {
+		inputs = append(inputs, input{"onnx-" + m.name, filepath.Join(models, m.name+".onnx"), m.dims})
+	}
+	for _, in := range inputs {
+		st, err := os.Stat(in.path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(in.name, func(b *testing.B) {
+			var ops int
+			b.SetBytes(st.Size())
+			for i := 0; i < b.N; i++ {
+				m, err := pipeline.LoadModel(in.path, pipeline.ImportOptions{Dims: in.dims})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ops = len(m.Graph.Ops)
+			}
+			b.ReportMetric(float64(ops)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		})
+	}
 }
