@@ -59,8 +59,9 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 				props[i].Notes = append(props[i].Notes, note)
 			}
 		}
-		out = append(out, props...)
 		res, err := sim.Run(p.Costs, p.Adj, p.Order, props[0].Plan)
+		props[0].Sim = res // the judge needs it too
+		out = append(out, props...)
 		if err != nil || p.Fits(res) {
 			break
 		}

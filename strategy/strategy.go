@@ -71,6 +71,9 @@ type Proposal struct {
 	Pipeline *partition.Plan
 	// Devices, when set, are the devices a hybrid's inner placement ran on.
 	Notes []string
+	// Sim, when set, is the simulator's result for Plan, which the
+	// strategy already needed: the judge does not simulate it again.
+	Sim *sim.Result
 }
 
 // Strategy proposes plans for a problem. It returns its proposals, best
@@ -171,7 +174,10 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	var overflowing *Outcome
 	for _, pr := range props {
-		res, err := sim.Run(p.Costs, p.Adj, p.Order, pr.Plan)
+		res, err := pr.Sim, error(nil)
+		if res == nil {
+			res, err = sim.Run(p.Costs, p.Adj, p.Order, pr.Plan)
+		}
 		if err != nil {
 			if o.Sim == nil && overflowing == nil {
 				o.Err = err
