@@ -100,7 +100,7 @@ func place(ctx context.Context, r *run) error {
 	if err != nil {
 		return &InputError{err}
 	}
-	o := strategy.Evaluate(ctx, r.problem, name, s)
+	o := strategy.Evaluate(ctx, r.problem, name, recording{s})
 	r.outcomes = []strategy.Outcome{o}
 	if o.Err != nil {
 		if errors.Is(o.Err, strategy.ErrNotApplicable) {
@@ -113,6 +113,34 @@ func place(ctx context.Context, r *run) error {
 		return o.Err
 	}
 	r.keep(0, name)
+	return nil
+}
+
+// recording has a strategy's plans simulated with their timeline
+// recorded, as the plan needs it: one strategy proposes a plan or a few,
+// so recording them while they are judged is cheaper than simulating the
+// kept one again (assemble's recordTimeline), which on a graph of a
+// million ops took as long as the placement. Auto judges dozens of plans
+// and records only the one it keeps.
+type recording struct{ strategy.Strategy }
+
+func (s recording) Propose(ctx context.Context, p *strategy.Problem) ([]strategy.Proposal, error) {
+	props, err := s.Strategy.Propose(ctx, p)
+	for i := range props {
+		if pl := props[i].Plan; pl != nil && props[i].Sim == nil && !pl.Record {
+			c := *pl
+			c.Record = true
+			props[i].Plan = &c
+		}
+	}
+	return props, err
+}
+
+// Notes are the wrapped strategy's notes, if it keeps any.
+func (s recording) Notes() []string {
+	if n, ok := s.Strategy.(placer.Noter); ok {
+		return n.Notes()
+	}
 	return nil
 }
 
