@@ -20,6 +20,9 @@ func (c *converter) attrs(n *onnxpb.NodeProto, visible lookup) (graph.Attrs, map
 	out := make(graph.Attrs, len(n.GetAttribute()))
 	var subs map[string]*subgraph
 	for _, a := range n.GetAttribute() {
+		if err := checkAttrType(n, a); err != nil {
+			return nil, nil, err
+		}
 		var at graph.Attr
 		switch a.GetType() {
 		case onnxpb.AttributeProto_INT:
@@ -91,6 +94,37 @@ func (c *converter) attrs(n *onnxpb.NodeProto, visible lookup) (graph.Attrs, map
 		out[a.GetName()] = at
 	}
 	return out, subs, nil
+}
+
+// standardAttrTypes are the types of attributes that every ai.onnx
+// operator declaring them gives the same type (ONNX's Operators.md, opset
+// 1 to 23). A graph reader takes an attribute of another type for absent,
+// so a malformed one would silently fall back to the default (a Conv
+// whose kernel_shape is a string is shaped from its weight and padded
+// as if it had no pads): such a model is refused instead.
+var standardAttrTypes = map[string]onnxpb.AttributeProto_AttributeType{
+	"axis": onnxpb.AttributeProto_INT, "group": onnxpb.AttributeProto_INT, "keepdims": onnxpb.AttributeProto_INT,
+	"transA": onnxpb.AttributeProto_INT, "transB": onnxpb.AttributeProto_INT, "ceil_mode": onnxpb.AttributeProto_INT,
+	"count_include_pad": onnxpb.AttributeProto_INT, "to": onnxpb.AttributeProto_INT, "hidden_size": onnxpb.AttributeProto_INT,
+	"blocksize": onnxpb.AttributeProto_INT, "noop_with_empty_axes": onnxpb.AttributeProto_INT,
+	"kernel_shape": onnxpb.AttributeProto_INTS, "strides": onnxpb.AttributeProto_INTS, "pads": onnxpb.AttributeProto_INTS,
+	"dilations": onnxpb.AttributeProto_INTS, "perm": onnxpb.AttributeProto_INTS, "output_padding": onnxpb.AttributeProto_INTS,
+	"output_shape": onnxpb.AttributeProto_INTS,
+	"epsilon": onnxpb.AttributeProto_FLOAT, "momentum": onnxpb.AttributeProto_FLOAT,
+	"auto_pad": onnxpb.AttributeProto_STRING, "direction": onnxpb.AttributeProto_STRING, "equation": onnxpb.AttributeProto_STRING,
+}
+
+// checkAttrType refuses a standard attribute of an ai.onnx node that has
+// the wrong type.
+func checkAttrType(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) error {
+	if d := normDomain(n.GetDomain()); d != "" {
+		return nil // other domains define their own attributes
+	}
+	want, ok := standardAttrTypes[a.GetName()]
+	if !ok || a.GetType() == want || a.GetType() == onnxpb.AttributeProto_UNDEFINED {
+		return nil
+	}
+	return fmt.Errorf("attribute %q is a %s, but ONNX defines it as %s: the exporter wrote a malformed model; re-export it", a.GetName(), a.GetType(), want)
 }
 
 // tensorValue reads a TensorProto's type and dimensions and, for small

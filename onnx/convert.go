@@ -50,6 +50,9 @@ func newConverter(file string, opts Options, mp *onnxpb.ModelProto) *converter {
 	for _, o := range mp.GetOpsetImport() {
 		c.opsets[normDomain(o.GetDomain())] = o.GetVersion()
 	}
+	if v := c.opsets[""]; v > NewestOpset {
+		c.warn("opset", fmt.Sprintf("the model imports ai.onnx opset %d, newer than the newest this importer knows (%d): ops are shaped by their opset-%d definitions, and op types added since are unknown (estimated cost)", v, NewestOpset, NewestOpset))
+	}
 	if _, ok := c.opsets[""]; !ok {
 		// IR version 1 and 2 models predate opset imports; they are opset 1.
 		c.opsets[""] = 1
@@ -59,6 +62,10 @@ func newConverter(file string, opts Options, mp *onnxpb.ModelProto) *converter {
 	}
 	return c
 }
+
+// NewestOpset is the newest ai.onnx opset whose operators the importer
+// implements (ONNX 1.18). Newer models import with a warning.
+const NewestOpset = 23
 
 // warn records a warning once per key.
 func (c *converter) warn(key, msg string) {

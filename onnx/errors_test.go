@@ -52,6 +52,10 @@ func TestBadInput(t *testing.T) {
 	manyBig.m.Graph.Node[0].Input = strs("x")
 	manyBig.output("t520")
 
+	// A transpose whose perm is a string would read as no perm at all.
+	stringPerm := newModel(17).input("x", f32, 2, 3).node("Transpose", strs("x"), strs("y"),
+		&onnxpb.AttributeProto{Name: proto.String("perm"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("1,0")}).output("y")
+
 	cases := []struct {
 		name string
 		path string // for Load; empty to Decode data
@@ -85,6 +89,8 @@ func TestBadInput(t *testing.T) {
 			want: `the shape given for input "input_ids" has size 0 on axis 1: a dimension must be positive`},
 		{name: "FLOPs past 2^60", path: modelPath("gpt2_xl"), opts: Options{Dims: map[string]int64{"batch": 3000000}},
 			want: `(MatMul, output 3000000x1024x6400): the graph's FLOPs reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension`},
+		{name: "attribute of the wrong type", data: stringPerm.bytes(t),
+			want: `node #0 (Transpose): attribute "perm" is a STRING, but ONNX defines it as INTS`},
 		{name: "tensor bytes past 2^60", data: manyBig.bytes(t),
 			want: `tensor "t511" (float32 33554432x16777216): the graph's tensors reach 2^60 bytes (1 EiB) here`},
 	}
@@ -169,5 +175,24 @@ func TestEmptyInputWarning(t *testing.T) {
 	want := `input "x" axis 1 has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it`
 	if !slices.Contains(m.Warnings, want) {
 		t.Errorf("warnings %q lack %q", m.Warnings, want)
+	}
+}
+
+func TestFutureOpsetWarning(t *testing.T) {
+	tests := []struct {
+		opset int64
+		warns bool
+	}{{17, false}, {NewestOpset, false}, {NewestOpset + 1, true}, {99, true}}
+	for _, tt := range tests {
+		b := newModel(tt.opset).input("x", f32, 2, 3).node("Relu", strs("x"), strs("y")).output("y")
+		m, err := Decode(b.bytes(t), "m.onnx", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("the model imports ai.onnx opset %d, newer than the newest this importer knows (%d)", tt.opset, NewestOpset)
+		got := slices.ContainsFunc(m.Warnings, func(w string) bool { return strings.HasPrefix(w, want) })
+		if got != tt.warns {
+			t.Errorf("opset %d: warnings %q; want a warning %v", tt.opset, m.Warnings, tt.warns)
+		}
 	}
 }

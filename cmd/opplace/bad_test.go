@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,10 @@ type badCase struct {
 	Args    []string `yaml:"args"`
 	Exit    int      `yaml:"exit"`
 	Message string   `yaml:"message"`
+	// Copy lists files copied into the case's temporary directory
+	// ({tmp}) first, for cases that name an input as an output: a
+	// regression then damages a copy, never the repository's file.
+	Copy []string `yaml:"copy"`
 }
 
 // TestBadInputCorpus runs every case of the bad-input corpus: the exit
@@ -44,16 +49,30 @@ func TestBadInputCorpus(t *testing.T) {
 		}
 		names[tc.Name] = true
 		t.Run(tc.Name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "out")
+			tmp := t.TempDir()
+			out := filepath.Join(tmp, "out")
+			expand := strings.NewReplacer("{bad}", badDir, "{models}", modelDir, "{clusters}", clusterDir,
+				"{tmp}", tmp, "{out}", out).Replace
+			before := map[string][]byte{}
+			for _, c := range tc.Copy {
+				data, err := os.ReadFile(expand(c))
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst := filepath.Join(tmp, filepath.Base(c))
+				if err := os.WriteFile(dst, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				before[filepath.Base(c)] = data
+			}
 			args := make([]string, len(tc.Args))
 			for i, a := range tc.Args {
 				if f, ok := strings.CutPrefix(a, "{bad}/"); ok {
 					used[f] = true
 				}
-				args[i] = strings.NewReplacer("{bad}", badDir, "{models}", modelDir, "{clusters}", clusterDir,
-					"{profiles}", "../../testdata/profiles", "{out}", out).Replace(a)
+				args[i] = expand(a)
 			}
-			if args[0] == "plan" && !slices.Contains(tc.Args, "{out}") && !slices.Contains(args, "-o") {
+			if args[0] == "plan" && !slices.Contains(args, "--out") && !slices.Contains(args, "-o") {
 				args = append(args, "--out", out)
 			}
 			code, stdout, stderr := invoke(t, args...)
@@ -81,9 +100,13 @@ func TestBadInputCorpus(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("a failed run wrote to stdout:\n%s", stdout)
 			}
-			entries, _ := os.ReadDir(filepath.Dir(out))
-			if len(entries) != 0 {
-				t.Errorf("a failed run left files behind: %v", entries)
+			entries, _ := os.ReadDir(tmp)
+			for _, e := range entries {
+				if data, ok := before[e.Name()]; !ok {
+					t.Errorf("a failed run left %s behind", e.Name())
+				} else if now, _ := os.ReadFile(filepath.Join(tmp, e.Name())); !bytes.Equal(now, data) {
+					t.Errorf("a failed run changed its input %s", e.Name())
+				}
 			}
 		})
 	}

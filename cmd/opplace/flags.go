@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opplace/opplace/onnx"
 )
@@ -19,10 +20,13 @@ type dimFlags struct {
 	shapes    []string
 	loopTrips int64
 	ifBranch  string
+
+	flags *pflag.FlagSet // to tell --batch 0 from no --batch
 }
 
 func (f *dimFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	f.flags = fl
 	fl.StringArrayVar(&f.dims, "dim", nil, "bind a symbolic dimension everywhere, NAME=VALUE (repeatable)")
 	fl.Int64Var(&f.batch, "batch", 0, "bind the leading dimension of every graph input whose leading dimension is dynamic")
 	fl.StringArrayVar(&f.shapes, "shape", nil, "set one input's whole shape, INPUT=D0,D1,... (repeatable)")
@@ -33,7 +37,7 @@ func (f *dimFlags) register(cmd *cobra.Command) {
 // options parses the flags into importer options.
 func (f *dimFlags) options() (onnx.Options, error) {
 	opts := onnx.Options{Batch: f.batch, LoopTrips: f.loopTrips, IfBranch: f.ifBranch}
-	if f.batch < 0 {
+	if f.batch < 0 || f.batch == 0 && f.flags != nil && f.flags.Changed("batch") {
 		return opts, usageError{fmt.Errorf("--batch %d: must be positive", f.batch)}
 	}
 	if f.loopTrips < 0 {
