@@ -110,7 +110,7 @@ var standardAttrTypes = map[string]onnxpb.AttributeProto_AttributeType{
 	"kernel_shape": onnxpb.AttributeProto_INTS, "strides": onnxpb.AttributeProto_INTS, "pads": onnxpb.AttributeProto_INTS,
 	"dilations": onnxpb.AttributeProto_INTS, "perm": onnxpb.AttributeProto_INTS, "output_padding": onnxpb.AttributeProto_INTS,
 	"output_shape": onnxpb.AttributeProto_INTS,
-	"epsilon": onnxpb.AttributeProto_FLOAT, "momentum": onnxpb.AttributeProto_FLOAT,
+	"epsilon":      onnxpb.AttributeProto_FLOAT, "momentum": onnxpb.AttributeProto_FLOAT,
 	"auto_pad": onnxpb.AttributeProto_STRING, "direction": onnxpb.AttributeProto_STRING, "equation": onnxpb.AttributeProto_STRING,
 }
 
