@@ -223,6 +223,16 @@ func (s *scanner) str() ([]byte, error) {
 			i = s.pos + n
 			continue
 		}
+		// Skip plain bytes in a tight loop: strings are most of a file.
+		for _, c := range s.buf[i:s.end] {
+			if !plainByte[c] {
+				break
+			}
+			i++
+		}
+		if i >= s.end {
+			continue
+		}
 		c := s.buf[i]
 		switch {
 		case c == '"':
@@ -244,6 +254,15 @@ func (s *scanner) str() ([]byte, error) {
 		i++
 	}
 }
+
+// plainByte marks the bytes a string holds as they are: printable ASCII
+// but the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // unescape decodes a string's escapes and replaces invalid UTF-8 with
 // U+FFFD, as encoding/json does.
