@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -233,27 +234,28 @@ func inferLoop(n *node) error {
 // shapes and costs rest on Options rather than on the model, and options
 // that found nothing to apply to.
 func (c *converter) controlFlowWarnings() {
-	if k := len(c.dynamicLoop); k > 0 {
-		msg := fmt.Sprintf("%d Loop node(s) have no constant trip count (first: %q): ", k, c.dynamicLoop[0])
+	k := c.opts.Knobs
+	if n := len(c.dynamicLoop); n > 0 {
+		msg := fmt.Sprintf("%d Loop node(s) have no constant trip count (first: %q): ", n, c.dynamicLoop[0])
 		if t := c.opts.LoopTrips; t > 0 {
-			msg += fmt.Sprintf("counted as %d iterations (--loop-trips %d)", t, t)
+			msg += fmt.Sprintf("counted as %d iterations (%s)", t, k.LoopTrips(strconv.FormatInt(t, 10)))
 		} else {
-			msg += "one iteration counted (cost estimated) and scan outputs left unshaped; set the count with --loop-trips N"
+			msg += "one iteration counted (cost estimated) and scan outputs left unshaped; set the count with " + k.LoopTrips("N")
 		}
 		c.warn("loop-trips", msg)
 	} else if t := c.opts.LoopTrips; t > 0 {
-		c.warn("loop-trips", fmt.Sprintf("--loop-trips %d: the model has no Loop without a constant trip count", t))
+		c.warn("loop-trips", fmt.Sprintf("%s: the model has no Loop without a constant trip count", k.LoopTrips(strconv.FormatInt(t, 10))))
 	}
 	branch := c.opts.IfBranch
-	if k := len(c.dynamicIf); k > 0 {
-		what := "the branch with more FLOPs (--if-branch max)"
+	if n := len(c.dynamicIf); n > 0 {
+		what := fmt.Sprintf("the branch with more FLOPs (%s)", k.IfBranch(IfMax))
 		if branch == IfThen || branch == IfElse {
-			what = fmt.Sprintf("the %s branch (--if-branch %s)", branch, branch)
+			what = fmt.Sprintf("the %s branch (%s)", branch, k.IfBranch(branch))
 		}
-		c.warn("if-branch", fmt.Sprintf("%d If node(s) have a condition that is not a constant (first: %q): shaped and costed as %s; choose with --if-branch then|else|max",
-			k, c.dynamicIf[0], what))
+		c.warn("if-branch", fmt.Sprintf("%d If node(s) have a condition that is not a constant (first: %q): shaped and costed as %s; choose with %s",
+			n, c.dynamicIf[0], what, k.IfBranch(IfThen+"|"+IfElse+"|"+IfMax)))
 	} else if (branch == IfThen || branch == IfElse) && len(c.forcedIf) == 0 {
-		c.warn("if-branch", fmt.Sprintf("--if-branch %s: the model has no If whose condition is not a constant", branch))
+		c.warn("if-branch", fmt.Sprintf("%s: the model has no If whose condition is not a constant", k.IfBranch(branch)))
 	}
 }
 

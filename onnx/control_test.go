@@ -78,27 +78,27 @@ func TestControlFlowOptions(t *testing.T) {
 		warning   string // a substring of the one warning; "" for none
 	}{
 		{name: "if default max", model: ifModel(""), op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
-			warning: `1 If node(s) have a condition that is not a constant (first: "If_0"): shaped and costed as the branch with more FLOPs (--if-branch max)`},
+			warning: `1 If node(s) have a condition that is not a constant (first: "If_0"): shaped and costed as the branch with more FLOPs (Options.IfBranch = "max"); choose with Options.IfBranch = "then"|"else"|"max"`},
 		{name: "if max explicit", model: ifModel(""), opts: Options{IfBranch: IfMax}, op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
-			warning: "--if-branch max"},
+			warning: `Options.IfBranch = "max"`},
 		{name: "if then", model: ifModel(""), opts: Options{IfBranch: IfThen}, op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm,
-			warning: "the then branch (--if-branch then)"},
+			warning: `the then branch (Options.IfBranch = "then")`},
 		{name: "if else", model: ifModel(""), opts: Options{IfBranch: IfElse}, op: "If", shapes: map[string]string{"y": "8x4"}, macs: 0,
-			warning: "the else branch (--if-branch else)"},
+			warning: `the else branch (Options.IfBranch = "else")`},
 		{name: "if constant false beats flag", model: ifModel("false"), opts: Options{IfBranch: IfThen}, op: "If",
 			shapes: map[string]string{"y": "8x4"}, macs: 0,
-			warning: "--if-branch then: the model has no If whose condition is not a constant"},
+			warning: `Options.IfBranch = "then": the model has no If whose condition is not a constant`},
 		{name: "if constant true", model: ifModel("true"), op: "If", shapes: map[string]string{"y": "4x8"}, macs: mm},
 		{name: "loop constant", model: loopModel(5), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "5x4x8"}, macs: 5 * mm},
 		{name: "loop constant ignores flag", model: loopModel(5), opts: Options{LoopTrips: 3}, op: "Loop",
 			shapes: map[string]string{"stacked": "5x4x8"}, macs: 5 * mm,
-			warning: "--loop-trips 3: the model has no Loop without a constant trip count"},
+			warning: "Options.LoopTrips = 3: the model has no Loop without a constant trip count"},
 		{name: "loop dynamic default", model: loopModel(-1), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "?"},
 			macs: mm, estimated: true,
-			warning: `1 Loop node(s) have no constant trip count (first: "Loop_1"): one iteration counted (cost estimated) and scan outputs left unshaped; set the count with --loop-trips N`},
+			warning: `1 Loop node(s) have no constant trip count (first: "Loop_1"): one iteration counted (cost estimated) and scan outputs left unshaped; set the count with Options.LoopTrips = N`},
 		{name: "loop dynamic flag", model: loopModel(-1), opts: Options{LoopTrips: 7}, op: "Loop",
 			shapes: map[string]string{"final": "4x8", "stacked": "7x4x8"}, macs: 7 * mm,
-			warning: "counted as 7 iterations (--loop-trips 7)"},
+			warning: "counted as 7 iterations (Options.LoopTrips = 7)"},
 		{name: "loop while sentinel", model: loopModel(math.MaxInt64), opts: Options{LoopTrips: 3}, op: "Loop",
 			shapes: map[string]string{"stacked": "3x4x8"}, macs: 3 * mm, warning: "counted as 3 iterations"},
 		{name: "loop zero trips", model: loopModel(0), op: "Loop", shapes: map[string]string{"stacked": "0x4x8"}, macs: 0},
@@ -249,7 +249,7 @@ func TestIfUnshapeableBranch(t *testing.T) {
 				}
 			}
 			for _, w := range m.Warnings {
-				if strings.Contains(w, "--if-branch") {
+				if strings.Contains(w, "Options.IfBranch") {
 					t.Errorf("warning %q: the branch was not chosen by the option", w)
 				}
 			}

@@ -18,7 +18,7 @@ type converter struct {
 	opts   Options
 	opsets map[string]int64
 	// dimsSeen records the symbolic dimensions the model mentions, so an
-	// unused --dim can be reported.
+	// unused Dims entry can be reported.
 	dimsSeen map[string]bool
 	warnings map[string]string
 	// unshaped lists, per op type, the nodes whose outputs stayed unknown.
@@ -46,6 +46,9 @@ func newConverter(file string, opts Options, mp *onnxpb.ModelProto) *converter {
 		unshaped: map[string][]string{},
 
 		constFloats: map[*graph.Tensor][]float64{},
+	}
+	if c.opts.Knobs == nil {
+		c.opts.Knobs = Fields{}
 	}
 	for _, o := range mp.GetOpsetImport() {
 		c.opsets[normDomain(o.GetDomain())] = o.GetVersion()
@@ -82,7 +85,7 @@ func (c *converter) finishWarnings() []string {
 	c.controlFlowWarnings()
 	for d := range c.opts.Dims {
 		if !c.dimsSeen[d] {
-			c.warn("dim:"+d, fmt.Sprintf("--dim %s: the model has no symbolic dimension named %q", d, d))
+			c.warn("dim:"+d, fmt.Sprintf("%s: the model has no symbolic dimension named %q", c.opts.Knobs.Dim(d, ""), d))
 		}
 	}
 	out := make([]string, 0, len(c.warnings))
@@ -126,7 +129,7 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 	}
 	for _, name := range sortedKeys(c.opts.Shapes) {
 		if !slices.Contains(sg.inputs, name) {
-			return nil, fmt.Errorf("--shape %s: the model has no input named %q (inputs: %v)", name, name, sg.inputs)
+			return nil, fmt.Errorf("%s: the model has no input named %q (inputs: %v)", c.opts.Knobs.Shape(name, ""), name, sg.inputs)
 		}
 	}
 	sc := &scope{vals: map[string]*value{}}

@@ -20,25 +20,28 @@ import (
 // count of data-dependent loops and the branch an If with a run-time
 // condition is costed as.
 type Options struct {
-	// Dims binds a symbolic dimension (dim_param) everywhere it appears
-	// (--dim NAME=VALUE).
+	// Dims binds a symbolic dimension (dim_param) everywhere it appears.
 	Dims map[string]int64
 	// Batch binds the leading dimension of every graph input whose leading
-	// dimension is dynamic (--batch N); 0 leaves it unset.
+	// dimension is dynamic; 0 leaves it unset.
 	Batch int64
-	// Shapes sets one input's whole shape (--shape INPUT=D0,D1,...).
+	// Shapes sets one input's whole shape.
 	Shapes map[string][]int64
 	// LoopTrips is the iteration count assumed for a Loop whose trip count
-	// is not a constant (--loop-trips N): its cost is the body's times
+	// is not a constant: its cost is the body's times
 	// LoopTrips and its scan outputs get LoopTrips as leading dimension.
 	// 0 counts one iteration, marks the cost estimated and leaves the scan
 	// outputs unshaped. Either way the import warns.
 	LoopTrips int64
 	// IfBranch is the branch an If whose condition is not a constant is
-	// shaped and costed as (--if-branch): IfThen, IfElse or IfMax (the
+	// shaped and costed as: IfThen, IfElse or IfMax (the
 	// branch with more FLOPs, then on ties); "" means IfMax. An If whose
 	// condition folds to a constant always takes that branch.
 	IfBranch string
+	// Knobs names these settings in the messages that tell the user to
+	// change one; nil names the Options fields (Fields{}), and the opplace
+	// command sets its flags.
+	Knobs Knobs
 }
 
 // Values of Options.IfBranch.

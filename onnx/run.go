@@ -222,7 +222,7 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 		return v, nil
 	}
 	if tt.GetShape() == nil {
-		return nil, fmt.Errorf("input %q has no declared shape; set it with --shape %s=D0,D1,...", name, name)
+		return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, c.opts.Knobs.Shape(name, "D0,D1,..."))
 	}
 	for axis, d := range tt.GetShape().GetDim() {
 		switch x := d.GetValue().(type) {
@@ -245,15 +245,15 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 				v.shape = append(v.shape, c.opts.Batch)
 				continue
 			}
-			return nil, fmt.Errorf("input %q axis %d is the symbolic dimension %q; bind it with --dim %s=N%s",
-				name, axis, x.DimParam, x.DimParam, batchHint(axis))
+			return nil, fmt.Errorf("input %q axis %d is the symbolic dimension %q; bind it with %s%s",
+				name, axis, x.DimParam, c.opts.Knobs.Dim(x.DimParam, "N"), c.batchHint(axis))
 		default:
 			if axis == 0 && c.opts.Batch > 0 {
 				v.shape = append(v.shape, c.opts.Batch)
 				continue
 			}
-			return nil, fmt.Errorf("input %q axis %d has no fixed size; set the whole shape with --shape %s=D0,D1,...%s",
-				name, axis, name, batchHint(axis))
+			return nil, fmt.Errorf("input %q axis %d has no fixed size; set the whole shape with %s%s",
+				name, axis, c.opts.Knobs.Shape(name, "D0,D1,..."), c.batchHint(axis))
 		}
 	}
 	if err := checkShape(v.shape); err != nil {
@@ -262,9 +262,9 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	return v, nil
 }
 
-func batchHint(axis int) string {
+func (c *converter) batchHint(axis int) string {
 	if axis == 0 {
-		return " or --batch N"
+		return " or " + c.opts.Knobs.Batch("N")
 	}
 	return ""
 }

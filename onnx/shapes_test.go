@@ -169,12 +169,12 @@ func shapeCases() []shapeCase {
 				node("Where", strs("eq", "x", "y"), strs("w")).
 				node("Cast", strs("eq"), strs("c"), aInt("to", 7)).output("w").output("c"),
 			want: map[string][]int64{"eq": {4, 5}, "w": {4, 5}, "c": {4, 5}}},
-		{name: "symbolic dims bound by --dim and --batch",
+		{name: "symbolic dims bound by Dims and Batch",
 			model: newModel(17).symInput("x", f32, "n", "seq", 8).
 				node("Relu", strs("x"), strs("y")).output("y"),
 			opts: Options{Dims: map[string]int64{"seq": 7}, Batch: 3},
 			want: map[string][]int64{"y": {3, 7, 8}}},
-		{name: "--shape overrides an input",
+		{name: "Shapes overrides an input",
 			model: newModel(17).symInput("x", f32, "n", 4).node("Relu", strs("x"), strs("y")).output("y"),
 			opts:  Options{Shapes: map[string][]int64{"x": {2, 9}}},
 			want:  map[string][]int64{"y": {2, 9}}},

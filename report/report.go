@@ -392,7 +392,7 @@ const (
 
 func candidates(pg *page, p *plan.Plan) {
 	if len(p.Candidates) == 0 {
-		pg.CandNote = fmt.Sprintf("Only %s was run: plan with --strategy auto to compare every strategy of the space and keep the fastest that fits.", p.Strategy)
+		pg.CandNote = fmt.Sprintf("Only %s was run: plan with the strategy auto to compare every strategy of the space and keep the fastest that fits.", p.Strategy)
 		return
 	}
 	var most float64
@@ -495,7 +495,7 @@ func graph(ctx context.Context, pg *page, p *plan.Plan, o Options) {
 	svg, err := view.Render(ctx, dot.Bytes(), "svg", o.RenderTimeout)
 	switch {
 	case errors.Is(err, view.ErrNoGraphviz):
-		pg.GraphNote = "Graphviz's dot is not installed where this report was written, so the device view is missing (Debian and Ubuntu: apt install graphviz). opplace plan --dot writes the view for rendering elsewhere."
+		pg.GraphNote = "Graphviz's dot is not installed where this report was written, so the device view is missing (Debian and Ubuntu: apt install graphviz). A plan can also be written as a Graphviz view (DOT) and rendered elsewhere."
 		return
 	case err != nil:
 		pg.GraphNote = "The device view could not be rendered: " + err.Error()

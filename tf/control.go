@@ -3,6 +3,7 @@ package tf
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -332,9 +333,9 @@ func (c *converter) controlFlow() (loopInfo, error) {
 	if len(dynamic) > 0 {
 		msg := fmt.Sprintf("%d while loop(s) have no constant trip count (first: frame %q): ", len(dynamic), dynamic[0])
 		if t := c.opts.Import.LoopTrips; t > 0 {
-			msg += fmt.Sprintf("counted as %d iterations (--loop-trips %d)", t, t)
+			msg += fmt.Sprintf("counted as %d iterations (%s)", t, c.opts.Import.Knobs.LoopTrips(strconv.FormatInt(t, 10)))
 		} else {
-			msg += "one iteration counted (cost estimated); set the count with --loop-trips N"
+			msg += "one iteration counted (cost estimated); set the count with " + c.opts.Import.Knobs.LoopTrips("N")
 		}
 		c.warn("loop-trips", msg)
 	}
@@ -538,12 +539,13 @@ func (c *converter) condBranches(scale []int64) {
 		}
 	}
 	if len(dynamic) > 0 {
-		what := "the branch with more FLOPs (--if-branch max)"
+		k := c.opts.Import.Knobs
+		what := fmt.Sprintf("the branch with more FLOPs (%s)", k.IfBranch(onnx.IfMax))
 		if b := c.opts.Import.IfBranch; b == onnx.IfThen || b == onnx.IfElse {
-			what = fmt.Sprintf("the %s branch (--if-branch %s)", b, b)
+			what = fmt.Sprintf("the %s branch (%s)", b, k.IfBranch(b))
 		}
-		c.warn("if-branch", fmt.Sprintf("%d cond(s) have a predicate that is not a constant (first: %q): costed as %s; choose with --if-branch then|else|max",
-			len(dynamic), dynamic[0], what))
+		c.warn("if-branch", fmt.Sprintf("%d cond(s) have a predicate that is not a constant (first: %q): costed as %s; choose with %s",
+			len(dynamic), dynamic[0], what, k.IfBranch(onnx.IfThen+"|"+onnx.IfElse+"|"+onnx.IfMax)))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
+	"github.com/opplace/opplace/onnx"
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -78,6 +79,9 @@ type converter struct {
 }
 
 func newConverter(name string, opts Options, meta *jsMeta) *converter {
+	if opts.Import.Knobs == nil {
+		opts.Import.Knobs = onnx.Fields{Prefix: "Options.Import."} // messages name tf.Options' fields
+	}
 	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{},
 		assumed: map[string]*value{}, guesses: map[string]int64{}}
 }
@@ -504,7 +508,7 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 		}
 	}
 	if !ranked || nd.GetAttr()["shape"] == nil && dims == nil {
-		return nil, fmt.Errorf("input %q has no declared shape; set it with --shape %s=D0,D1,...", name, name)
+		return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, c.opts.Import.Knobs.Shape(name, "D0,D1,..."))
 	}
 	for axis, d := range dims {
 		if d == 0 {
@@ -519,9 +523,9 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 		}
 		hint := ""
 		if axis == 0 {
-			hint = " or --batch N"
+			hint = " or " + c.opts.Import.Knobs.Batch("N")
 		}
-		return nil, fmt.Errorf("input %q axis %d has no fixed size (-1); set the whole shape with --shape %s=D0,D1,...%s", name, axis, name, hint)
+		return nil, fmt.Errorf("input %q axis %d has no fixed size (-1); set the whole shape with %s%s", name, axis, c.opts.Import.Knobs.Shape(name, "D0,D1,..."), hint)
 	}
 	if err := checkShape(dims); err != nil {
 		return nil, fmt.Errorf("input %q: %v", name, err)
@@ -612,12 +616,13 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 		c.warn("unshaped", fmt.Sprintf("%d op outputs have unknown shapes (op types %s; e.g. %q); their costs are estimated", total, strings.Join(types, ", "), unshaped[types[0]][0]))
 	}
 	if len(c.opts.Import.Dims) > 0 {
-		c.warn("dims", "--dim binds named dimensions, which TensorFlow graphs do not have; use --batch or --shape")
+		k := c.opts.Import.Knobs
+		c.warn("dims", fmt.Sprintf("%s binds named dimensions, which TensorFlow graphs do not have; use %s or %s", k.Dim("", ""), k.Batch(""), k.Shape("", "")))
 	}
 	for name := range c.opts.Import.Shapes {
 		i, ok := c.index[strings.TrimSuffix(name, ":0")]
 		if !ok || c.nodes[i].def.GetOp() != "Placeholder" {
-			c.warn("shape:"+name, fmt.Sprintf("--shape %s: the graph has no Placeholder named %q", name, name))
+			c.warn("shape:"+name, fmt.Sprintf("%s: the graph has no Placeholder named %q", c.opts.Import.Knobs.Shape(name, ""), name))
 		}
 	}
 	return g, nil

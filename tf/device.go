@@ -131,7 +131,7 @@ func NewPinResolver(c *cluster.Cluster, tmpl string) (PinResolver, error) {
 				n++
 			}
 		}
-		return "", fmt.Errorf("cluster %q has %d %s devices on host %d (task %d), none with index %d; drop --respect-devices or fix the device field", c.Name, n, kind, task, task, index)
+		return "", fmt.Errorf("cluster %q has %d %s devices on host %d (task %d), none with index %d; fix the device field or import without device pins", c.Name, n, kind, task, task, index)
 	}, nil
 }
 

@@ -41,7 +41,8 @@ type Options struct {
 	// Import binds dynamic dimensions exactly as for ONNX models: Batch
 	// binds a dynamic (-1) leading dimension of every Placeholder, Shapes
 	// sets one Placeholder's whole shape. TensorFlow has no named
-	// dimensions, so Dims only binds nothing and draws a warning.
+	// dimensions, so Dims only binds nothing and draws a warning. Nil
+	// Import.Knobs names these fields in messages (Options.Import.Batch).
 	Import onnx.Options
 	// Pins, when set, turns each node's device field into a pin
 	// (graph.Op.Device) on the cluster device it names; nil keeps the

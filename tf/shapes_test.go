@@ -187,9 +187,9 @@ func TestShapes(t *testing.T) {
 	}
 }
 
-// Placeholder shapes follow the ONNX options: --batch binds a dynamic
-// leading dimension, --shape sets the whole shape, and an unbound one is
-// an error naming the flags.
+// Placeholder shapes follow the ONNX options: Batch binds a dynamic
+// leading dimension, Shapes sets the whole shape, and an unbound one is
+// an error naming the options (tf.Options.Import's fields by default).
 func TestPlaceholderOptions(t *testing.T) {
 	g := `node { name: "in" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: -1 } dim { size: 8 } } } } }
 ` + nd("y", "Relu", in("in"))
@@ -198,7 +198,7 @@ func TestPlaceholderOptions(t *testing.T) {
 		shape string
 		err   string
 	}{
-		{onnx.Options{}, "", `input "in" axis 0 has no fixed size (-1); set the whole shape with --shape in=D0,D1,... or --batch N`},
+		{onnx.Options{}, "", `input "in" axis 0 has no fixed size (-1); set the whole shape with Options.Import.Shapes["in"] = []int64{D0,D1,...} or Options.Import.Batch = N`},
 		{onnx.Options{Batch: 16}, "16x8", ""},
 		{onnx.Options{Batch: 16, Shapes: map[string][]int64{"in": {3, 8}}}, "3x8", ""},
 	} {

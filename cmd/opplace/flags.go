@@ -36,7 +36,7 @@ func (f *dimFlags) register(cmd *cobra.Command) {
 
 // options parses the flags into importer options.
 func (f *dimFlags) options() (onnx.Options, error) {
-	opts := onnx.Options{Batch: f.batch, LoopTrips: f.loopTrips, IfBranch: f.ifBranch}
+	opts := onnx.Options{Batch: f.batch, LoopTrips: f.loopTrips, IfBranch: f.ifBranch, Knobs: flagKnobs{}}
 	if f.batch < 0 || f.batch == 0 && f.flags != nil && f.flags.Changed("batch") {
 		return opts, usageError{fmt.Errorf("--batch %d: must be positive", f.batch)}
 	}
@@ -81,3 +81,25 @@ func (f *dimFlags) options() (onnx.Options, error) {
 	}
 	return opts, nil
 }
+
+// flagKnobs spells the importers' settings as the flags above, so their
+// messages say "bind it with --dim batch=N or --batch N".
+type flagKnobs struct{}
+
+// flagText renders "--name", then " arg" and "=value" when given.
+func flagText(name, arg, value string) string {
+	s := "--" + name
+	if arg != "" {
+		s += " " + arg
+		if value != "" {
+			s += "=" + value
+		}
+	}
+	return s
+}
+
+func (flagKnobs) Dim(name, value string) string   { return flagText("dim", name, value) }
+func (flagKnobs) Shape(input, dims string) string { return flagText("shape", input, dims) }
+func (flagKnobs) Batch(n string) string           { return flagText("batch", n, "") }
+func (flagKnobs) LoopTrips(n string) string       { return flagText("loop-trips", n, "") }
+func (flagKnobs) IfBranch(b string) string        { return flagText("if-branch", b, "") }
