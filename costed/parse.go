@@ -231,16 +231,23 @@ func (p *parser) str(at loc) (v string, ok bool, err error) {
 // strBytes is str without the copy: the bytes are valid until the
 // scanner reads on.
 func (p *parser) strBytes(at loc) ([]byte, bool, error) {
+	return p.scalar(at, "string", "a string", p.s.str)
+}
+
+// scalar reads a value of kind (as scanner.kind names it) with read;
+// ok is false for null, and another kind is an error saying what was
+// wanted.
+func (p *parser) scalar(at loc, kind, want string, read func() ([]byte, error)) ([]byte, bool, error) {
 	k, err := p.s.value()
 	switch {
 	case err != nil:
 		return nil, false, err
 	case k == "null":
 		return nil, false, p.s.literal()
-	case k != "string":
-		return nil, false, p.typeErr(at, "a string", k)
+	case k != kind:
+		return nil, false, p.typeErr(at, want, k)
 	}
-	b, err := p.s.str()
+	b, err := read()
 	return b, true, err
 }
 
@@ -260,17 +267,7 @@ func (p *parser) intern(at loc) (string, error) {
 
 // num reads a number's text; ok is false for null.
 func (p *parser) num(at loc) ([]byte, bool, error) {
-	k, err := p.s.value()
-	switch {
-	case err != nil:
-		return nil, false, err
-	case k == "null":
-		return nil, false, p.s.literal()
-	case k != "number":
-		return nil, false, p.typeErr(at, "a number", k)
-	}
-	b, err := p.s.number()
-	return b, true, err
+	return p.scalar(at, "number", "a number", p.s.number)
 }
 
 // float reads a number as a float64; ok is false for null.

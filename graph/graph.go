@@ -194,17 +194,7 @@ func (g *Graph) AddTensor(t Tensor) (TensorID, error) {
 		g.tensorByName = make(map[string]TensorID)
 	}
 	id := TensorID(len(g.Tensors))
-	// One map operation, not a lookup and then an insert: importers add
-	// millions of tensors. A duplicate is rare: put the first one back.
-	n := len(g.tensorByName)
-	g.tensorByName[t.Name] = id
-	if len(g.tensorByName) == n {
-		for i := range g.Tensors {
-			if g.Tensors[i].Name == t.Name {
-				g.tensorByName[t.Name] = TensorID(i)
-				break
-			}
-		}
+	if !insertName(g.tensorByName, t.Name, id, func(i int) bool { return g.Tensors[i].Name == t.Name }) {
 		return 0, fmt.Errorf("tensor %q is defined twice", t.Name)
 	}
 	t.Producer = NoOp
@@ -241,17 +231,7 @@ func (g *Graph) AddOp(op Op) (OpID, error) {
 			return 0, fmt.Errorf("op %q: control dependency id %d out of range", op.Name, d)
 		}
 	}
-	// As in AddTensor: one map operation, the first op put back on a
-	// duplicate.
-	n := len(g.opByName)
-	g.opByName[op.Name] = id
-	if len(g.opByName) == n {
-		for i := range g.Ops {
-			if g.Ops[i].Name == op.Name {
-				g.opByName[op.Name] = OpID(i)
-				break
-			}
-		}
+	if !insertName(g.opByName, op.Name, id, func(i int) bool { return g.Ops[i].Name == op.Name }) {
 		return 0, fmt.Errorf("op name %q is used twice", op.Name)
 	}
 	for _, t := range op.Outputs {
@@ -262,6 +242,25 @@ func (g *Graph) AddOp(op Op) (OpID, error) {
 	}
 	g.Ops = append(g.Ops, op)
 	return id, nil
+}
+
+// insertName maps name to id unless it is taken, and reports whether it
+// was not. One map operation, not a lookup and then an insert: importers
+// add millions of names. A duplicate is rare: the name's first holder,
+// the first i isFirst accepts, is put back.
+func insertName[ID ~int32](m map[string]ID, name string, id ID, isFirst func(i int) bool) bool {
+	n := len(m)
+	m[name] = id
+	if len(m) > n {
+		return true
+	}
+	for i := 0; i < int(id); i++ {
+		if isFirst(i) {
+			m[name] = ID(i)
+			break
+		}
+	}
+	return false
 }
 
 // TensorByName looks a tensor up by name.

@@ -389,15 +389,7 @@ func (s *state) dedupe() {
 	// tensor and op on every run.
 	s.consumers = make([][]graph.OpID, len(g.Tensors))
 	for t := range g.Tensors {
-		cs := g.Tensors[t].Consumers
-		s.consumers[t] = cs
-		for i, c := range cs {
-			if stamp[c] == int32(t) {
-				s.consumers[t] = dedupeFrom(cs, i, stamp, int32(t))
-				break
-			}
-			stamp[c] = int32(t)
-		}
+		s.consumers[t] = distinct(g.Tensors[t].Consumers, stamp, int32(t))
 	}
 	for i := range stamp {
 		stamp[i] = -1
@@ -406,15 +398,7 @@ func (s *state) dedupe() {
 	s.ctrl = make([][]graph.OpID, len(g.Ops))
 	s.ctrlSucc = make([][]graph.OpID, len(g.Ops))
 	for op := range g.Ops {
-		ins := g.Ops[op].Inputs
-		s.inputs[op] = ins
-		for i, in := range ins {
-			if stamp[in] == int32(op) {
-				s.inputs[op] = dedupeFrom(ins, i, stamp, int32(op))
-				break
-			}
-			stamp[in] = int32(op)
-		}
+		s.inputs[op] = distinct(g.Ops[op].Inputs, stamp, int32(op))
 	}
 	for op := range g.Ops {
 		deps := slices.Clone(g.Ops[op].ControlDeps)
@@ -505,17 +489,23 @@ func (s *state) classify(order []graph.OpID) {
 	}
 }
 
-// dedupeFrom copies list without its repeats, given that list[i] is the
-// first repeat and stamp marks with mark the elements before it.
-func dedupeFrom[T ~int32](list []T, i int, stamp []int32, mark int32) []T {
-	out := slices.Clone(list[:i])
-	for _, x := range list[i:] {
-		if stamp[x] != mark {
-			stamp[x] = mark
-			out = append(out, x)
+// distinct is list without its repeats: list itself when it has none,
+// else a copy. stamp[x] == mark marks x as seen; mark must be new.
+func distinct[T ~int32](list []T, stamp []int32, mark int32) []T {
+	for i, x := range list {
+		if stamp[x] == mark {
+			out := slices.Clone(list[:i])
+			for _, y := range list[i:] {
+				if stamp[y] != mark {
+					stamp[y] = mark
+					out = append(out, y)
+				}
+			}
+			return out
 		}
+		stamp[x] = mark
 	}
-	return out
+	return list
 }
 
 func (s *state) tasksOf(op graph.OpID) int {
