@@ -1,8 +1,11 @@
 package costed_test
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/costed"
@@ -21,6 +24,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(doc(opA+`, `+opB, `{"from": "a", "to": "b", "bytes": 3, "transfer_ms": 1}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := costed.Decode(data, "f.json")
+		// The v1 scanner is opplace's own: it must agree with
+		// encoding/json on what is JSON.
+		var ce *costed.Error
+		if valid := json.Valid(data); !valid && err == nil {
+			t.Fatalf("decoded invalid JSON %q", data)
+		} else if valid && errors.As(err, &ce) && strings.HasPrefix(ce.Msg, "invalid JSON") {
+			t.Fatalf("refused valid JSON %q: %v", data, err)
+		}
 		if err != nil {
 			return
 		}
