@@ -16,8 +16,8 @@ type dataParallel struct{}
 // Propose offers, for each class of interchangeable devices that runs
 // every op, the model replicated on all of them, then on halves of them
 // (fewer replicas communicate less), each with 1, 2, 4 ... micro-batches
-// of gradient accumulation up to what the batch allows: the judge keeps
-// the fastest that fits.
+// of gradient accumulation up to what the batch allows and up to the
+// first count that fits: the judge keeps the fastest that fits.
 func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp"); err != nil {
 		return nil, err
@@ -35,7 +35,17 @@ func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 				if p.Batch > 0 && int64(r*m) > p.Batch {
 					break
 				}
-				out = append(out, Proposal{Plan: replicate(p, cl[:r], m)})
+				// More micro-batches only save activation memory: each
+				// op pays its launch once more per micro-batch and the
+				// all-reduce overlaps a shorter last backward pass, so
+				// once a count fits, larger ones are not simulated (each
+				// costs as much as the graph times the count).
+				pl := replicate(p, cl[:r], m)
+				res, err := sim.Run(p.Costs, p.Adj, p.Order, pl)
+				out = append(out, Proposal{Plan: pl, Sim: res})
+				if err == nil && p.Fits(res) {
+					break
+				}
 			}
 		}
 	}
