@@ -1,9 +1,12 @@
 package plan
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 
@@ -35,9 +38,7 @@ func ParseFormat(s string) (Format, error) {
 func Write(w io.Writer, p *Plan, f Format) error {
 	switch f {
 	case JSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
+		return writeJSON(w, p)
 	case YAML:
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
@@ -188,4 +189,98 @@ func firstClause(msg string) string {
 		return msg[:i]
 	}
 	return msg
+}
+
+// writeJSON renders p exactly as a json.Encoder with SetIndent("", "  ")
+// would (same bytes, HTML escaping included, trailing newline), but a
+// field at a time and the top-level arrays an element at a time through
+// a buffered writer, so a plan of 10^6 ops is never held in memory as
+// one document (the encoder buffers it twice).
+func writeJSON(w io.Writer, p *Plan) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// encode renders v at an indentation depth: lines after the first
+	// start with prefix; the encoder's trailing newline is dropped.
+	encode := func(v reflect.Value, prefix string) error {
+		buf.Reset()
+		enc.SetIndent(prefix, "  ")
+		if err := enc.Encode(v.Interface()); err != nil {
+			return err
+		}
+		b := buf.Bytes()
+		_, err := bw.Write(b[:len(b)-1])
+		return err
+	}
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	first := true
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" || !sf.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		fv := v.Field(i)
+		if strings.Contains(","+opts+",", ",omitempty,") && emptyJSON(fv) {
+			continue
+		}
+		if first {
+			bw.WriteString("{\n  ")
+			first = false
+		} else {
+			bw.WriteString(",\n  ")
+		}
+		key, err := json.Marshal(name)
+		if err != nil {
+			return err
+		}
+		bw.Write(key)
+		bw.WriteString(": ")
+		if fv.Kind() != reflect.Slice || fv.Len() == 0 || fv.Type().Elem().Kind() == reflect.Uint8 {
+			if err := encode(fv, "  "); err != nil {
+				return err
+			}
+			continue
+		}
+		bw.WriteString("[\n    ")
+		for k := 0; k < fv.Len(); k++ {
+			if k > 0 {
+				bw.WriteString(",\n    ")
+			}
+			if err := encode(fv.Index(k), "    "); err != nil {
+				return err
+			}
+		}
+		bw.WriteString("\n  ]")
+	}
+	if first {
+		bw.WriteString("{}\n")
+	} else {
+		bw.WriteString("\n}\n")
+	}
+	return bw.Flush()
+}
+
+// emptyJSON is encoding/json's test for omitempty.
+func emptyJSON(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Interface, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
 }

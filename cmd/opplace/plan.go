@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -163,11 +163,10 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		if ext := strings.ToLower(filepath.Ext(f.out)); ext == ".yaml" || ext == ".yml" {
 			fileFormat = plan.YAML
 		}
-		var b bytes.Buffer
-		if err := plan.Write(&b, res.Plan, fileFormat); err != nil {
-			return err
-		}
-		outs = append([]output.File{output.Bytes("--out", f.out, b.Bytes())}, outs...)
+		// Rendered straight into the temporary file: a plan of 10^6 ops
+		// is a few hundred MB of JSON.
+		p := res.Plan
+		outs = append([]output.File{{What: "--out", Path: f.out, Write: func(w io.Writer) error { return plan.Write(w, p, fileFormat) }}}, outs...)
 	}
 	if f.emitModel != "" {
 		emitted, err := f.annotated(model, res)
