@@ -46,21 +46,17 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	// The pipedream pass comes first: every M is searched under its
 	// optimum, and it is the fallback, so falling back costs nothing
 	// more and the time limit holds.
-	var chain *lattice
-	var chains []*solution
-	var plans []*Plan
-	warn, err := chainSearch(p, func(l *lattice, work *int64) (err error) {
-		chain = l
-		chains, plans, err = chainSolutions(ctx, p, l, work)
-		return err
-	})
+	cp, err := p.chainPass(ctx, "exact: pipedream pass", time.Time{})
 	if err != nil {
 		return nil, err
 	}
-	if warn != "" {
-		for _, pl := range plans {
-			if pl != nil {
-				pl.Warnings = append(pl.Warnings, "exact: its pipedream pass: "+warn)
+	chain, chains := cp.lat, cp.sols
+	plans := make([]*Plan, len(chains))
+	for i, s := range chains {
+		if s != nil {
+			plans[i] = p.report("exact", s)
+			if cp.warn != "" {
+				plans[i].Warnings = append(plans[i].Warnings, "exact: its pipedream pass: "+cp.warn)
 			}
 		}
 	}
@@ -233,30 +229,6 @@ func exactOverM(ctx context.Context, p *Problem, chain *lattice, chains []*solut
 		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", Ms, p.Costs.NumDevices())}
 	}
 	return pl, timedOut, nil
-}
-
-// chainSolutions is the pipedream pass of exact: the optimum over the
-// chain at each candidate M and its plan (nil where nothing fits).
-func chainSolutions(ctx context.Context, p *Problem, chain *lattice, work *int64) ([]*solution, []*Plan, error) {
-	Ms := p.microBatchCandidates()
-	chains := make([]*solution, len(Ms))
-	plans := make([]*Plan, len(Ms))
-	task := progress.From(ctx).Start("exact: pipedream pass", int64(len(Ms)))
-	defer task.Done()
-	for i, M := range Ms {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
-		}
-		var err error
-		if chains[i], err = solveBounded(p, chain, M, heuristicUB(p, chain, M), time.Time{}, work); err != nil {
-			return nil, nil, err
-		}
-		if chains[i] != nil {
-			plans[i] = p.report("exact", chains[i])
-		}
-		task.Add(1)
-	}
-	return chains, plans, nil
 }
 
 // bestPlan is the plan with the shortest simulated step (ties: the

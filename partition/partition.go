@@ -140,6 +140,8 @@ type Problem struct {
 
 	u *units
 	m *model
+	// chains memoises the chain pass pipedream and exact share.
+	chains *chainMemo
 }
 
 // NewProblem groups costs.Graph into units and prepares the cost model.
@@ -171,7 +173,7 @@ func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
 			return nil, fmt.Errorf("op %q cannot run on any device type of cluster %q; add a device type that runs it", costs.Graph.Ops[u.ops[v][0]].Name, costs.Cluster.Name)
 		}
 	}
-	return &Problem{Graph: costs.Graph, Costs: costs, Options: opts, u: u, m: m}, nil
+	return &Problem{Graph: costs.Graph, Costs: costs, Options: opts, u: u, m: m, chains: &chainMemo{}}, nil
 }
 
 // Units is the number of placement units (colocation groups, with

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -16,27 +17,28 @@ func init() {
 type pipeDream struct{}
 
 func (pipeDream) Partition(ctx context.Context, p *Problem) (*Plan, error) {
-	var pl *Plan
-	warn, err := chainSearch(p, func(l *lattice, work *int64) (err error) {
-		pl, err = p.bestOverM(ctx, "pipedream", func(M int) (*solution, error) {
-			return solveChain(ctx, p, l, M, work)
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if warn != "" {
-		pl.Warnings = append(pl.Warnings, "pipedream: "+warn)
-	}
-	return pl, nil
-}
-
-func solveChain(ctx context.Context, p *Problem, l *lattice, M int, work *int64) (*solution, error) {
-	ub := heuristicUB(p, l, M)
 	var deadline time.Time
 	if d, ok := ctx.Deadline(); ok {
 		deadline = d
 	}
-	return solveBounded(p, l, M, ub, deadline, work)
+	cp, err := p.chainPass(ctx, "pipedream: micro-batch counts", deadline)
+	if err != nil {
+		return nil, err
+	}
+	var pl *Plan
+	for _, s := range cp.sols {
+		if s == nil {
+			continue
+		}
+		if x := p.report("pipedream", s); pl == nil || x.step < pl.step*(1-1e-12) {
+			pl = x
+		}
+	}
+	if pl == nil {
+		return nil, &InfeasibleError{Partitioner: "pipedream", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+	}
+	if cp.warn != "" {
+		pl.Warnings = append(pl.Warnings, "pipedream: "+cp.warn)
+	}
+	return pl, nil
 }

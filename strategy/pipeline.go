@@ -3,6 +3,8 @@ package strategy
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/sim"
@@ -59,8 +61,15 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 				props[i].Notes = append(props[i].Notes, note)
 			}
 		}
-		res, err := sim.Run(p.Costs, p.Adj, p.Order, props[0].Plan)
+		res, err := p.parts.simulate(p, props[0].Plan)
 		props[0].Sim = res // the judge needs it too
+		if err == nil {
+			// Pipedream and exact often propose the same stages: each
+			// plan is simulated once.
+			for i := 1; i < len(props); i++ {
+				props[i].Sim, _ = p.parts.simulate(p, props[i].Plan)
+			}
+		}
 		out = append(out, props...)
 		if err != nil || p.Fits(res) {
 			break
@@ -97,11 +106,101 @@ func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*p
 		}
 		costs = costs.Restrict(sub)
 	}
-	prob, err := partition.NewProblem(costs, opts)
+	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblem(costs, opts) })
 	if err != nil {
 		return nil, err
 	}
 	return part.Partition(ctx, prob)
+}
+
+// partKey is what defines a partition problem built from a strategy
+// problem: the options and the scale of every device's memory.
+type partKey struct {
+	opts  partition.Options
+	scale float64
+}
+
+// partCache shares partition problems between the pipeline strategies
+// of one strategy problem, so what a partition problem memoises (the
+// chain pass pipedream and exact both run) is computed once. It is safe
+// for concurrent use; a nil cache shares nothing.
+type partCache struct {
+	mu    sync.Mutex
+	probs map[partKey]*partition.Problem
+	// sims are the pipeline plans simulated so far and their results
+	// (read-only), so equal plans from different partitioners are
+	// simulated once.
+	simMu sync.Mutex
+	sims  []simmed
+}
+
+type simmed struct {
+	plan *sim.Plan
+	res  *sim.Result
+}
+
+// simulate is sim.Run on the problem, memoised by plan in c (nil: no
+// memo). A failed run is not kept, and its result is nil.
+func (c *partCache) simulate(p *Problem, pl *sim.Plan) (*sim.Result, error) {
+	if c == nil {
+		return sim.Run(p.Costs, p.Adj, p.Order, pl)
+	}
+	c.simMu.Lock()
+	defer c.simMu.Unlock()
+	for _, x := range c.sims {
+		if samePlan(x.plan, pl) {
+			return x.res, nil
+		}
+	}
+	res, err := sim.Run(p.Costs, p.Adj, p.Order, pl)
+	if err != nil {
+		return nil, err
+	}
+	c.sims = append(c.sims, simmed{pl, res})
+	return res, nil
+}
+
+// samePlan reports whether two plans are the same point of the plan
+// space, so simulate to the same result.
+func samePlan(a, b *sim.Plan) bool {
+	if a.MicroBatches != b.MicroBatches || a.Schedule != b.Schedule || a.BucketBytes != b.BucketBytes || a.Record != b.Record ||
+		!slices.Equal(a.Device, b.Device) || !slices.Equal(a.Priority, b.Priority) || !slices.Equal(a.OpStage, b.OpStage) ||
+		(a.Priority == nil) != (b.Priority == nil) || (a.OpStage == nil) != (b.OpStage == nil) ||
+		(a.Stages == nil) != (b.Stages == nil) || len(a.Stages) != len(b.Stages) {
+		return false
+	}
+	for i := range a.Stages {
+		ra, rb := a.Stages[i].Replicas, b.Stages[i].Replicas
+		if len(ra) != len(rb) {
+			return false
+		}
+		for k := range ra {
+			if !slices.Equal(ra[k], rb[k]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (c *partCache) get(k partKey, build func() (*partition.Problem, error)) (*partition.Problem, error) {
+	if c == nil {
+		return build()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.probs[k]; ok {
+		return p, nil
+	}
+	p, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if c.probs == nil {
+		c.probs = map[partKey]*partition.Problem{}
+	}
+	c.probs[k] = p
+	return p, nil
 }
 
 // proposals are a partition at its own micro-batch count and, when the

@@ -54,11 +54,15 @@ type Problem struct {
 	// Bound is the lower bound of any plan of the space: the work spread
 	// perfectly over the cluster (see cost.LowerBound).
 	Bound cost.Bound
+
+	// parts shares partition problems between the pipeline strategies
+	// (nil: none shared).
+	parts *partCache
 }
 
 // NewProblem wraps a placement problem with the step's batch.
 func NewProblem(p *placer.Problem, batch int64) *Problem {
-	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order)}
+	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{}}
 }
 
 // Proposal is one plan a strategy puts to the judge.
