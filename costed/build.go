@@ -153,7 +153,21 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 			nConsumers[opOut[x.from]]++
 		}
 	}
-	g := graph.New(name, n, nTensors)
+	// Op names are unique (check saw to it). Unless an op is named like
+	// a tensor name the build makes ("<op>/params", "<from>-><to>"), so
+	// are the tensor names, and the graph is built without its name maps:
+	// they are made on first use, if any.
+	unique := true
+	for i := range f.Ops {
+		if nm := f.Ops[i].Name; strings.HasSuffix(nm, "/params") || strings.Contains(nm, "->") {
+			unique = false
+			break
+		}
+	}
+	g := &graph.Graph{Name: name, Ops: make([]graph.Op, 0, n), Tensors: make([]graph.Tensor, 0, nTensors)}
+	if !unique {
+		g = graph.New(name, n, nTensors)
+	}
 	shapes := make([]int64, nTensors)
 	consumers := make([]graph.OpID, len(f.Edges)+nTensors)
 	transfer := make([]float64, 0, nTensors)
@@ -161,10 +175,14 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		id := len(g.Tensors)
 		shapes[id] = bytes
 		t := graph.Tensor{Name: name, DType: graph.Uint8, Shape: shapes[id : id+1 : id+1], ShapeKnown: true, Kind: kind}
-		_, err := g.AddTensor(t)
-		for k := 2; err != nil; k++ { // an op may be named like another's tensor
-			t.Name = fmt.Sprintf("%s#%d", name, k)
-			_, err = g.AddTensor(t)
+		if unique {
+			g.AddTensorUnique(t)
+		} else {
+			_, err := g.AddTensor(t)
+			for k := 2; err != nil; k++ { // an op may be named like another's tensor
+				t.Name = fmt.Sprintf("%s#%d", name, k)
+				_, err = g.AddTensor(t)
+			}
 		}
 		// Room for the consumers AddOp appends, all from one array.
 		g.Tensors[id].Consumers = consumers[:0:nConsumers[id]]
@@ -223,7 +241,7 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		phase, _ := parsePhase(fo.Phase)
 		op := graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Phase: phase,
 			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: inputs[i], Outputs: outputs[i]}
-		if _, err := g.AddOp(op); err != nil {
+		if _, err := g.AddOpUnique(op); err != nil {
 			return nil, errorf(file, fmt.Sprintf("ops[%d]", i), "%v", err)
 		}
 		if !hasOut[i] {

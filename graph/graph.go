@@ -10,6 +10,7 @@ package graph
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // OpID indexes Graph.Ops.
@@ -173,6 +174,45 @@ type Graph struct {
 
 	tensorByName map[string]TensorID
 	opByName     map[string]OpID
+	// pending, when set, says the name maps were left unbuilt by
+	// AddTensorUnique or AddOpUnique: the first use builds them.
+	pending *pendingIndex
+}
+
+// pendingIndex builds a graph's name maps once, on first use, even when
+// lookups come from several goroutines.
+type pendingIndex struct {
+	once  sync.Once
+	built bool
+}
+
+// index builds the name maps if AddTensorUnique or AddOpUnique left them
+// unbuilt.
+func (g *Graph) index() {
+	pi := g.pending
+	if pi == nil {
+		return
+	}
+	pi.once.Do(func() {
+		g.tensorByName = make(map[string]TensorID, len(g.Tensors))
+		for i := range g.Tensors {
+			insertName(g.tensorByName, g.Tensors[i].Name, TensorID(i), func(k int) bool { return g.Tensors[k].Name == g.Tensors[i].Name })
+		}
+		g.opByName = make(map[string]OpID, len(g.Ops))
+		for i := range g.Ops {
+			insertName(g.opByName, g.Ops[i].Name, OpID(i), func(k int) bool { return g.Ops[k].Name == g.Ops[i].Name })
+		}
+		pi.built = true
+	})
+}
+
+// unindexed drops the name maps until their first use, for an add that
+// does not maintain them.
+func (g *Graph) unindexed() {
+	if g.pending == nil || g.pending.built {
+		g.pending = &pendingIndex{}
+		g.tensorByName, g.opByName = nil, nil
+	}
 }
 
 // New returns an empty graph with room for the given number of ops and
@@ -190,6 +230,7 @@ func New(name string, opHint, tensorHint int) *Graph {
 // AddTensor adds t and returns its ID. Its Producer and Consumers are
 // filled in by AddOp; names must be unique.
 func (g *Graph) AddTensor(t Tensor) (TensorID, error) {
+	g.index()
 	if g.tensorByName == nil {
 		g.tensorByName = make(map[string]TensorID)
 	}
@@ -206,9 +247,33 @@ func (g *Graph) AddTensor(t Tensor) (TensorID, error) {
 // AddOp adds op, wiring it as producer of its outputs and consumer of its
 // inputs. An output may have only one producer and op names must be unique.
 func (g *Graph) AddOp(op Op) (OpID, error) {
+	g.index()
 	if g.opByName == nil {
 		g.opByName = make(map[string]OpID)
 	}
+	return g.addOp(op, true)
+}
+
+// AddTensorUnique is AddTensor for a caller that knows t's name is no
+// other tensor's: it leaves the name maps to be built on first use, so
+// an importer of a million tensors builds none it does not need.
+func (g *Graph) AddTensorUnique(t Tensor) TensorID {
+	g.unindexed()
+	id := TensorID(len(g.Tensors))
+	t.Producer = NoOp
+	t.Consumers = nil
+	g.Tensors = append(g.Tensors, t)
+	return id
+}
+
+// AddOpUnique is AddOp for a caller that knows op's name is no other
+// op's; like AddTensorUnique it leaves the name maps to first use.
+func (g *Graph) AddOpUnique(op Op) (OpID, error) {
+	g.unindexed()
+	return g.addOp(op, false)
+}
+
+func (g *Graph) addOp(op Op, indexed bool) (OpID, error) {
 	id := OpID(len(g.Ops))
 	for _, t := range op.Outputs {
 		if int(t) >= len(g.Tensors) || t < 0 {
@@ -231,7 +296,7 @@ func (g *Graph) AddOp(op Op) (OpID, error) {
 			return 0, fmt.Errorf("op %q: control dependency id %d out of range", op.Name, d)
 		}
 	}
-	if !insertName(g.opByName, op.Name, id, func(i int) bool { return g.Ops[i].Name == op.Name }) {
+	if indexed && !insertName(g.opByName, op.Name, id, func(i int) bool { return g.Ops[i].Name == op.Name }) {
 		return 0, fmt.Errorf("op name %q is used twice", op.Name)
 	}
 	for _, t := range op.Outputs {
@@ -265,12 +330,14 @@ func insertName[ID ~int32](m map[string]ID, name string, id ID, isFirst func(i i
 
 // TensorByName looks a tensor up by name.
 func (g *Graph) TensorByName(name string) (TensorID, bool) {
+	g.index()
 	id, ok := g.tensorByName[name]
 	return id, ok
 }
 
 // OpByName looks an op up by name.
 func (g *Graph) OpByName(name string) (OpID, bool) {
+	g.index()
 	id, ok := g.opByName[name]
 	return id, ok
 }
