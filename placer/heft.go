@@ -3,7 +3,6 @@ package placer
 import (
 	"context"
 	"slices"
-	"sort"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -66,8 +65,10 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	pl := s.placement()
 	// The simulator runs each device's ready ops by priority: order them
 	// by their planned start, so gap insertions take effect.
+	// (slices.SortStableFunc is sort.SliceStable's algorithm, the cmp
+	// negative exactly where its less was true, without reflection.)
 	byStart := slices.Clone(p.Order)
-	sort.SliceStable(byStart, func(a, b int) bool { return start[byStart[a]] < start[byStart[b]] })
+	slices.SortStableFunc(byStart, func(a, b graph.OpID) int { return lessCmp(start[a] < start[b]) })
 	for i, op := range byStart {
 		pl.Priority[op] = int32(i)
 	}
@@ -105,8 +106,17 @@ func heftOrder(p *Problem, s *listState) []graph.OpID {
 		rank[op] = sum/float64(len(devs)) + tail
 	}
 	order := slices.Clone(p.Order)
-	sort.SliceStable(order, func(a, b int) bool { return rank[order[a]] > rank[order[b]] })
+	slices.SortStableFunc(order, func(a, b graph.OpID) int { return lessCmp(rank[a] > rank[b]) })
 	return order
+}
+
+// lessCmp turns a less result into a cmp one for the stable sorts, which
+// only ask whether cmp is negative.
+func lessCmp(less bool) int {
+	if less {
+		return -1
+	}
+	return 0
 }
 
 // meanLink is the mean latency and seconds per byte over the ordered
