@@ -489,7 +489,23 @@ func (p *parser) endpoint(at loc, which int) (string, int32, bool, error) {
 	if string(b) == p.lastName[which] && p.lastEnd[which] >= 0 {
 		return p.lastName[which], p.lastEnd[which], true, nil
 	}
-	j, found := p.index[unsafeString(b)]
+	// Edges are mostly listed in their ops' order: before the index, try
+	// the op after the last one named here, and for a from the last to.
+	// Only while no two ops share a name, so an op found by its name is
+	// the one the index would give.
+	j, found := int32(-1), false
+	if p.dup[0] == 0 && len(b) > 0 {
+		next := p.lastEnd[which] + 1
+		switch {
+		case next > 0 && int(next) < len(p.read) && p.read[next].Name == unsafeString(b):
+			j, found = next, true
+		case which == 0 && p.lastEnd[1] >= 0 && int(p.lastEnd[1]) < len(p.read) && p.read[p.lastEnd[1]].Name == unsafeString(b):
+			j, found = p.lastEnd[1], true
+		}
+	}
+	if !found {
+		j, found = p.index[unsafeString(b)]
+	}
 	if !found {
 		return string(b), -1, true, nil
 	}
