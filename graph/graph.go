@@ -335,6 +335,18 @@ func (g *Graph) TensorByName(name string) (TensorID, bool) {
 	return id, ok
 }
 
+// Batch is the leading dimension of the graph's first input of known
+// shape: the batch a step splits into micro-batches and replicas, and
+// the batch a profile was measured at; 0 when no input has a shape.
+func (g *Graph) Batch() int64 {
+	for _, in := range g.Inputs {
+		if t := &g.Tensors[in]; t.ShapeKnown && len(t.Shape) > 0 {
+			return t.Shape[0]
+		}
+	}
+	return 0
+}
+
 // OpByName looks an op up by name.
 func (g *Graph) OpByName(name string) (OpID, bool) {
 	g.index()

@@ -288,3 +288,32 @@ func TestDuplicateNames(t *testing.T) {
 		t.Errorf("the refused op was wired: y's producer %d, x's consumers %v", p, c)
 	}
 }
+
+// TestBatch reads the batch from the first graph input whose shape is
+// known, skipping unshaped and scalar ones.
+func TestBatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		inputs []graph.Tensor
+		want   int64
+	}{
+		{"no inputs", nil, 0},
+		{"unshaped only", []graph.Tensor{{Name: "x"}}, 0},
+		{"first shaped input", []graph.Tensor{{Name: "x", Shape: []int64{32, 3}, ShapeKnown: true}, {Name: "y", Shape: []int64{8}, ShapeKnown: true}}, 32},
+		{"unshaped and scalar skipped", []graph.Tensor{{Name: "x"}, {Name: "s", ShapeKnown: true}, {Name: "y", Shape: []int64{4, 7}, ShapeKnown: true}}, 4},
+	}
+	for _, tt := range tests {
+		g := graph.New("b", 0, len(tt.inputs))
+		for _, in := range tt.inputs {
+			in.Kind = graph.Input
+			id, err := g.AddTensor(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Inputs = append(g.Inputs, id)
+		}
+		if got := g.Batch(); got != tt.want {
+			t.Errorf("%s: Batch() = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

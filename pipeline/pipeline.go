@@ -315,14 +315,14 @@ func buildCosts(_ context.Context, r *run) error {
 		}
 	}
 	if a, ok := model.(cost.Advisor); ok {
-		r.model.Warnings = append(r.model.Warnings, a.Advice(r.model.Graph, r.cluster, batchSize(r.model.Graph))...)
+		r.model.Warnings = append(r.model.Warnings, a.Advice(r.model.Graph, r.cluster, r.model.Graph.Batch())...)
 	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)
 	p, err := placer.NewProblem(r.model.Graph, table)
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
-	r.problem = strategy.NewProblem(p, batchSize(r.model.Graph))
+	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/strategy"
@@ -39,18 +38,6 @@ func ParseMicroBatches(s string) (int, error) {
 		return 0, fmt.Errorf("micro-batches %q: want a positive count or auto", s)
 	}
 	return m, nil
-}
-
-// batchSize is the leading dimension of the graph's first shaped input:
-// the batch a step splits into micro-batches and replicas, or 0 when it
-// is unknown.
-func batchSize(g *graph.Graph) int64 {
-	for _, in := range g.Inputs {
-		if t := &g.Tensors[in]; t.ShapeKnown && len(t.Shape) > 0 {
-			return t.Shape[0]
-		}
-	}
-	return 0
 }
 
 // config is the strategies' configuration with the pipeline options of

@@ -97,7 +97,7 @@ func Measure(ctx context.Context, g *graph.Graph, opts MeasureOptions) (*Measure
 		byKey[k] = append(byKey[k], graph.OpID(i))
 	}
 	res := &MeasureResult{Distinct: len(keys)}
-	p := &Profile{Format: FormatVersion, Source: SourceGorgonia, Batch: GraphBatch(g), DeviceTypes: []DeviceType{dt}}
+	p := &Profile{Format: FormatVersion, Source: SourceGorgonia, Batch: g.Batch(), DeviceTypes: []DeviceType{dt}}
 	unsup := map[string]*Unsupported{}
 	task := progress.From(ctx).Start("profile: measuring ops", int64(len(keys)))
 	defer task.Done()

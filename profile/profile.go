@@ -135,17 +135,6 @@ func Shapes(g *graph.Graph, id graph.OpID) string {
 	return b.String()
 }
 
-// GraphBatch is the batch of g: the leading dimension of its first input
-// of known shape, 0 when it has none.
-func GraphBatch(g *graph.Graph) int64 {
-	for _, in := range g.Inputs {
-		if t := &g.Tensors[in]; t.ShapeKnown && len(t.Shape) > 0 {
-			return t.Shape[0]
-		}
-	}
-	return 0
-}
-
 // DeviceType returns the named device type, or nil.
 func (p *Profile) DeviceType(name string) *DeviceType {
 	for i := range p.DeviceTypes {

@@ -131,7 +131,7 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 		}
 		return nil, fmt.Errorf("%s: the trace has %s", name, what)
 	}
-	p := &Profile{Format: FormatVersion, Source: source, Batch: GraphBatch(g), DeviceTypes: []DeviceType{dt}}
+	p := &Profile{Format: FormatVersion, Source: source, Batch: g.Batch(), DeviceTypes: []DeviceType{dt}}
 	for node, d := range durs {
 		id, _ := g.OpByName(node)
 		p.Ops = append(p.Ops, Measurement{
