@@ -65,7 +65,7 @@ func coarsenChain(l *lattice, k int) (*lattice, string) {
 		}
 	}
 	keep = append(keep, n)
-	c := &lattice{u: l.u, m: l.m, n: len(keep), units: l.units, nc: l.nc, tempMax: l.tempMax}
+	c := &lattice{u: l.u, m: l.m, n: len(keep), units: l.units, nc: l.nc, chain: true, tempMax: l.tempMax}
 	nc := l.nc
 	for x, i := range keep {
 		c.size = append(c.size, l.size[i])

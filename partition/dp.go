@@ -145,12 +145,36 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				continue
 			}
 		}
-		queue = append(queue[:0], l.cover[l.coverStart[d]:l.coverStart[d+1]]...)
-		for _, e := range queue {
-			stamp[e] = d
+		// The ideals E ⊋ D, breadth-first over the cover edges; on a
+		// chain, D+1, D+2, … in order (qi is then E-D-1), starting past
+		// those whose remainder cannot run on the devices left.
+		first := 0
+		if l.chain {
+			first = skipHeavyRest(l, d, maxTotal, fM, bound)
+			// Charged as the search visiting them would be.
+			if work != nil {
+				if *work -= int64(first+1) / 2; *work < 0 {
+					return nil, errWork
+				}
+			}
+		} else {
+			queue = append(queue[:0], l.cover[l.coverStart[d]:l.coverStart[d+1]]...)
+			for _, e := range queue {
+				stamp[e] = d
+			}
 		}
-		for qi := 0; qi < len(queue); qi++ {
-			e := queue[qi]
+		for qi := first; ; qi++ {
+			var e int32
+			if l.chain {
+				if e = d + 1 + int32(qi); e > full {
+					break
+				}
+			} else {
+				if qi >= len(queue) {
+					break
+				}
+				e = queue[qi]
+			}
 			// A pair visited costs too, even one pruned at once: on a
 			// chain of tens of thousands of units the visits, not the
 			// stages costed, are the work (half a unit each; the real
@@ -167,17 +191,21 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			// plus its launches, which every micro-batch pays.
 			fastS := l.fast[e] - l.fast[d]
 			launchS := l.launch[e] - l.launch[d]
-			if fastS/(float64(maxTotal)*fM)+launchS > bound {
-				continue // neither this stage nor any larger one fits under ub
+			if stageTooBig(fastS, launchS, maxTotal, fM, bound) {
+				// Neither this stage nor any larger one fits under ub.
+				if l.chain {
+					break
+				}
+				continue
 			}
-			for _, x := range l.cover[l.coverStart[e]:l.coverStart[e+1]] {
-				if stamp[x] != d {
-					stamp[x] = d
-					queue = append(queue, x)
+			if !l.chain {
+				for _, x := range l.cover[l.coverStart[e]:l.coverStart[e+1]] {
+					if stamp[x] != d {
+						stamp[x] = d
+						queue = append(queue, x)
+					}
 				}
 			}
-			fastRest := l.fast[full] - l.fast[e]
-			launchRest := l.launch[full] - l.launch[e]
 			// Cheap test before summing: the stage needs at least rMin
 			// devices and the remainder restNeed; together at most
 			// maxTotal.
@@ -185,10 +213,9 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				continue
 			}
 			rMin := max(1, math.Ceil(fastS/(fM*(bound-launchS))-1e-9))
-			restNeed := 0.0
-			if e != full {
-				restNeed = max(1, math.Ceil((fastRest/fM+launchRest)/bound-1e-9))
-			}
+			restNeed := restDevices(l, e, fM, bound)
+			fastRest := l.fast[full] - l.fast[e]
+			launchRest := l.launch[full] - l.launch[e]
 			if rMin+restNeed > float64(maxTotal) || !alive[e] {
 				continue
 			}
@@ -302,6 +329,41 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 		d, ui, n = e, ui-r*res.stride[k], n2
 	}
 	return sol, nil
+}
+
+// stageTooBig reports whether a stage of this fastest-class compute and
+// launches exceeds the bound even spread over maxTotal devices; it holds
+// for every larger stage too.
+func stageTooBig(fastS, launchS float64, maxTotal int, fM, bound float64) bool {
+	return fastS/(float64(maxTotal)*fM)+launchS > bound
+}
+
+// restDevices is the fewest devices the units outside ideal e need under
+// the bound (at least 1), by their fastest-class compute and launches; 0
+// for the full ideal. It does not grow with e on a chain.
+func restDevices(l *lattice, e int32, fM, bound float64) float64 {
+	full := l.full()
+	if e == full {
+		return 0
+	}
+	fastRest := l.fast[full] - l.fast[e]
+	launchRest := l.launch[full] - l.launch[e]
+	return max(1, math.Ceil((fastRest/fM+launchRest)/bound-1e-9))
+}
+
+// skipHeavyRest is, on a chain, how many ideals after d solve can pass
+// over at once: those before the first whose stage from d is too big
+// (stageTooBig) or whose remainder fits on the devices a one-device
+// stage leaves (restDevices). Both tests are monotone along the chain,
+// so this is a binary search, and solve would reject every ideal skipped
+// without costing it.
+func skipHeavyRest(l *lattice, d int32, maxTotal int, fM, bound float64) int {
+	n := int(l.full() - d)
+	return sort.Search(n, func(i int) bool {
+		e := d + 1 + int32(i)
+		return stageTooBig(l.fast[e]-l.fast[d], l.launch[e]-l.launch[d], maxTotal, fM, bound) ||
+			restDevices(l, e, fM, bound)+1 <= float64(maxTotal)
+	})
 }
 
 // solveBounded runs solve under growing bounds, starting just above the

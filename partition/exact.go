@@ -39,16 +39,18 @@ type exact struct{}
 const maxCoarsen = 2
 
 func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
-	deadline := time.Now().Add(p.Options.TimeLimit)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	// The pipedream pass comes first: every M is searched under its
 	// optimum, and it is the fallback, so falling back costs nothing
-	// more and the time limit holds.
+	// more. The time limit counts from its end, so a pass shared with a
+	// pipedream run alongside (auto) costs exact's search no time while
+	// it waits for it.
 	cp, err := p.chainPass(ctx, "exact: pipedream pass", time.Time{})
 	if err != nil {
 		return nil, err
+	}
+	deadline := time.Now().Add(p.Options.TimeLimit)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
 	chain, chains := cp.lat, cp.sols
 	plans := make([]*Plan, len(chains))

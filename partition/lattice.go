@@ -39,9 +39,16 @@ type lattice struct {
 	// parent[i] ∪ {added[i]} = ideal i (a spanning tree of the cover
 	// edges), so reweight can redo the sums for another model.
 	parent, added []int32
-	// tempMax[j][v] is the largest scratch buffer of units v..v+2^j-1
-	// (chain only): a sparse table, so a stage's scratch is O(1) where
-	// scanning its units made pipedream quadratic in the stage length.
+	// chain is set when the ideals are nested, each holding the one
+	// before it (pipedream's prefixes, their coarsening, and downsets of
+	// a unit DAG that is a path): the cover edges are i -> i+1, sums grow
+	// with the index, and size[i] is where ideal i ends in the order
+	// units are added.
+	chain bool
+	// tempMax[j][p] is the largest scratch buffer of the units at
+	// positions p..p+2^j-1 of that order (chain only): a sparse table, so
+	// a stage's scratch is O(1) where scanning its units made pipedream
+	// quadratic in the stage length.
 	tempMax [][]int64
 }
 
@@ -81,7 +88,7 @@ func (l *lattice) stageUnits(d, e int32) []int32 {
 // ideal d.
 func (l *lattice) stageTemp(d, e int32) int64 {
 	var temp int64
-	if l.words == 0 {
+	if l.chain {
 		a, b := l.size[d], l.size[e]
 		if a >= b {
 			return 0
@@ -197,14 +204,20 @@ func chainLattice(u *units, m *model) *lattice {
 			l.coverStart[i+1]++
 		}
 	}
+	l.chain = true
 	l.buildTempMax()
 	return l
 }
 
-// buildTempMax fills the chain's sparse table of scratch maxima.
+// buildTempMax fills the chain's sparse table of scratch maxima: the
+// unit at position p is the one ideal p+1 added.
 func (l *lattice) buildTempMax() {
 	n := l.units
-	l.tempMax = [][]int64{l.m.temp[:n]}
+	first := make([]int64, n)
+	for p := range first {
+		first[p] = l.m.temp[l.added[p+1]]
+	}
+	l.tempMax = [][]int64{first}
 	for j := 1; 1<<j <= n; j++ {
 		prev, h := l.tempMax[j-1], 1<<(j-1)
 		row := make([]int64, n-(1<<j)+1)
@@ -306,6 +319,12 @@ func idealLatticeBy(u *units, m *model, max int, deadline time.Time) (*lattice, 
 		l.cover[fill[e.from]] = e.to
 		fill[e.from]++
 	}
+	// A poset of n elements has n+1 downsets only when it is a total
+	// order (ideals come out by size, so ideal i then has i units).
+	if l.n == u.n+1 {
+		l.chain = true
+		l.buildTempMax()
+	}
 	return l, nil
 }
 
@@ -330,8 +349,8 @@ func (l *lattice) reweight(u *units, m *model) *lattice {
 		i := int32(i)
 		r.extend(u, m, l.parent[i], l.added[i], func(x int32) bool { return l.has(i, x) })
 	}
-	r.words, r.bits, r.coverStart, r.cover = l.words, l.bits, l.coverStart, l.cover
-	if r.words == 0 {
+	r.words, r.bits, r.coverStart, r.cover, r.chain = l.words, l.bits, l.coverStart, l.cover, l.chain
+	if r.chain {
 		r.buildTempMax()
 	}
 	return r

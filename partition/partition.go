@@ -72,11 +72,13 @@ type Options struct {
 	// trading a looser optimality bound for speed (the search time grows
 	// about with the square of the downsets); 0 means 6,000.
 	SearchIdeals int
-	// TimeLimit bounds a whole "exact" call, counted from its start; 0
-	// means 30 s. Exact runs its pipedream pass first (about a second on
-	// a few thousand units), then enumerates and searches downsets until
-	// the limit; past it, it keeps the pipedream split for what is left,
-	// with a warning, so falling back costs nothing more.
+	// TimeLimit bounds "exact"'s search of the downsets, counted from the
+	// end of its pipedream pass; 0 means 30 s. Exact runs its pipedream
+	// pass first (bounded by its own deterministic work budget, about a
+	// second on a few thousand units, or nothing when another strategy
+	// already ran it on this problem), then enumerates and searches
+	// downsets until the limit; past it, it keeps the pipedream split for
+	// what is left, with a warning, so falling back costs nothing more.
 	TimeLimit time.Duration
 	// Epsilon is the share of the graph's compute under which "exact"
 	// merges a side branch into its neighbour before enumerating downsets
