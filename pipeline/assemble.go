@@ -96,7 +96,7 @@ func recordTimeline(r *run) error {
 	}
 	p := *r.placed
 	p.Record = true
-	res, err := sim.Run(r.problem.Costs, r.problem.Adj, r.problem.Order, &p)
+	res, err := r.problem.Simulate(&p)
 	if err != nil {
 		return err
 	}

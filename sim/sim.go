@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -159,6 +160,31 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 // share) are on every device that reads them when the step starts. The
 // replicas of a stage mirror its first replica's devices.
 func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Result, error) {
+	return New(t, adj, order).Run(p)
+}
+
+// Simulator runs plans of one graph, in one topological order, on one
+// cost table (see Run). What every plan shares, such as which ops run
+// per micro-batch, is worked out at the first run and kept, so each
+// further plan costs only its own simulation. It is safe for concurrent
+// use.
+type Simulator struct {
+	t     *cost.Table
+	adj   *graph.Adjacency
+	order []graph.OpID
+	facts func() *facts
+}
+
+// New is the simulator of the graph of t in order (its edges adj).
+func New(t *cost.Table, adj *graph.Adjacency, order []graph.OpID) *Simulator {
+	sm := &Simulator{t: t, adj: adj, order: order}
+	sm.facts = sync.OnceValue(func() *facts { return newFacts(t.Graph, order) })
+	return sm
+}
+
+// Run simulates one step of plan p; see the package function Run.
+func (sm *Simulator) Run(p *Plan) (*Result, error) {
+	t, adj, order := sm.t, sm.adj, sm.order
 	g := t.Graph
 	nd := t.NumDevices()
 	opStage, stages, err := p.normalise(g, nd)
@@ -173,7 +199,7 @@ func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Res
 	if len(order) != len(g.Ops) {
 		return nil, fmt.Errorf("order lists %d ops, the graph has %d", len(order), len(g.Ops))
 	}
-	s := newState(t, adj, order, p, opStage, stages)
+	s := newState(t, adj, sm.facts(), p, opStage, stages)
 	if p.Record {
 		// Tasks are numbered by op and then micro-batch, so runs indexed
 		// by task come out in the documented order.
@@ -242,13 +268,33 @@ type bucket struct {
 	left    int32   // members not yet final
 }
 
-type state struct {
-	t        *cost.Table
-	g        *graph.Graph
-	c        *cluster.Cluster
-	adj      *graph.Adjacency
-	nd, M    int
+// facts are what every simulation of one graph in one order shares,
+// worked out once per Simulator: read-only while plans are simulated.
+type facts struct {
 	training bool
+	// pos[op] is op's position in the order.
+	pos []int32
+	// perMB[op]: the op runs once per micro-batch; perStep[t]: the tensor
+	// has one instance per step; accum[t]: it is a weight gradient
+	// accumulated over micro-batches.
+	perMB   []bool
+	perStep []bool
+	accum   []bool
+
+	consumers [][]graph.OpID     // per tensor, distinct
+	inputs    [][]graph.TensorID // per op, distinct
+	ctrl      [][]graph.OpID     // per op, distinct control deps
+	ctrlSucc  [][]graph.OpID     // per op, ops that list it as a control dep
+	isOutput  []bool
+}
+
+type state struct {
+	*facts
+	t     *cost.Table
+	g     *graph.Graph
+	c     *cluster.Cluster
+	adj   *graph.Adjacency
+	nd, M int
 
 	dev      []int
 	prio     []int32
@@ -257,12 +303,6 @@ type state struct {
 	replicas []int // per stage
 	devStage []int // per device: stage of a first-replica device, or -1
 
-	// perMB[op]: the op runs once per micro-batch; perStep[t]: the tensor
-	// has one instance per step; accum[t]: it is a weight gradient
-	// accumulated over micro-batches.
-	perMB   []bool
-	perStep []bool
-	accum   []bool
 	// gradOf[t] is the gradient buffer a weight gradient sums into (-1
 	// for other tensors): every gradient of one parameter produced on one
 	// device adds into one buffer, as autograd accumulates into .grad, and
@@ -274,11 +314,6 @@ type state struct {
 	taskOp   []int32
 	tensBase []int32 // per tensor: its first instance
 	instT    []int32
-
-	consumers [][]graph.OpID     // per tensor, distinct
-	inputs    [][]graph.TensorID // per op, distinct
-	ctrl      [][]graph.OpID     // per op, distinct control deps
-	ctrlSucc  [][]graph.OpID     // per op, ops that list it as a control dep
 
 	nslots    int
 	slot      []int32 // per task
@@ -299,7 +334,6 @@ type state struct {
 	left        []int32 // per instance*nd+dev
 	prodLeft    []int32 // per instance: producing tasks not finished
 	accAlloc    []bool  // per instance: accumulator allocated
-	isOutput    []bool
 
 	buckets    []bucket
 	bucketOf   []int32 // per instance: its bucket or -1
@@ -321,11 +355,11 @@ type state struct {
 	res    *Result
 }
 
-func newState(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan, opStage []int, stages []Stage) *state {
+func newState(t *cost.Table, adj *graph.Adjacency, f *facts, p *Plan, opStage []int, stages []Stage) *state {
 	g := t.Graph
 	n, nd, M := len(g.Ops), t.NumDevices(), p.microBatches()
 	s := &state{
-		t: t, g: g, c: t.Cluster, adj: adj, nd: nd, M: M,
+		facts: f, t: t, g: g, c: t.Cluster, adj: adj, nd: nd, M: M,
 		dev: p.Device, opStage: opStage, stages: stages,
 		replicas: make([]int, len(stages)), devStage: make([]int, nd),
 		res: &Result{
@@ -344,15 +378,10 @@ func newState(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan, 
 		}
 	}
 	s.prio = p.Priority
-	pos := make([]int32, n)
-	for i, op := range order {
-		pos[op] = int32(i)
-	}
 	if s.prio == nil {
-		s.prio = pos
+		s.prio = f.pos
 	}
-	s.dedupe()
-	s.classify(order)
+	s.gradBuffers()
 	s.numberTasks()
 	s.schedule(p.Schedule)
 	s.events = minheap.New(eventBefore)
@@ -373,13 +402,23 @@ func newState(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan, 
 	}
 	s.running = make([]bool, nd)
 	s.touched = make([]bool, nd)
-	s.buildBuckets(pos, p.BucketBytes)
+	s.buildBuckets(f.pos, p.BucketBytes)
 	return s
 }
 
+// newFacts works out what every simulation of g in order shares.
+func newFacts(g *graph.Graph, order []graph.OpID) *facts {
+	f := &facts{pos: make([]int32, len(g.Ops))}
+	for i, op := range order {
+		f.pos[op] = int32(i)
+	}
+	f.dedupe(g)
+	f.classify(g, order)
+	return f
+}
+
 // dedupe builds the distinct consumer, input and control-dependency lists.
-func (s *state) dedupe() {
-	g := s.g
+func (s *facts) dedupe(g *graph.Graph) {
 	stamp := make([]int32, max(len(g.Ops), len(g.Tensors)))
 	for i := range stamp {
 		stamp[i] = -1
@@ -416,8 +455,7 @@ func (s *state) dedupe() {
 
 // classify decides which ops run per micro-batch and which tensors have
 // one instance per step.
-func (s *state) classify(order []graph.OpID) {
-	g := s.g
+func (s *facts) classify(g *graph.Graph, order []graph.OpID) {
 	hasInput := false
 	for t := range g.Tensors {
 		if g.Tensors[t].Kind == graph.Input && len(s.consumers[t]) > 0 {
@@ -468,6 +506,12 @@ func (s *state) classify(order []graph.OpID) {
 		}
 		s.accum[t], s.perStep[t] = weightGrad, weightGrad
 	}
+}
+
+// gradBuffers groups the weight gradients into the plan's gradient
+// buffers (gradOf, buffers).
+func (s *state) gradBuffers() {
+	g := s.g
 	s.gradOf = make([]int32, len(g.Tensors))
 	key := map[[2]int]int32{}
 	for t := range g.Tensors {

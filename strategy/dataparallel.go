@@ -41,7 +41,7 @@ func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 				// once a count fits, larger ones are not simulated (each
 				// costs as much as the graph times the count).
 				pl := replicate(p, cl[:r], m)
-				res, err := sim.Run(p.Costs, p.Adj, p.Order, pl)
+				res, err := p.Simulate(pl)
 				out = append(out, Proposal{Plan: pl, Sim: res})
 				if err == nil && p.Fits(res) {
 					break

@@ -143,7 +143,7 @@ type simmed struct {
 // memo). A failed run is not kept, and its result is nil.
 func (c *partCache) simulate(p *Problem, pl *sim.Plan) (*sim.Result, error) {
 	if c == nil {
-		return sim.Run(p.Costs, p.Adj, p.Order, pl)
+		return p.Simulate(pl)
 	}
 	c.simMu.Lock()
 	defer c.simMu.Unlock()
@@ -152,7 +152,7 @@ func (c *partCache) simulate(p *Problem, pl *sim.Plan) (*sim.Result, error) {
 			return x.res, nil
 		}
 	}
-	res, err := sim.Run(p.Costs, p.Adj, p.Order, pl)
+	res, err := p.Simulate(pl)
 	if err != nil {
 		return nil, err
 	}

@@ -58,11 +58,23 @@ type Problem struct {
 	// parts shares partition problems between the pipeline strategies
 	// (nil: none shared).
 	parts *partCache
+	// simulator judges every plan of the problem (nil: sim.Run).
+	simulator *sim.Simulator
 }
 
 // NewProblem wraps a placement problem with the step's batch.
 func NewProblem(p *placer.Problem, batch int64) *Problem {
-	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{}}
+	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{},
+		simulator: sim.New(p.Costs, p.Adj, p.Order)}
+}
+
+// Simulate runs the simulator, the judge of every strategy, on a plan of
+// the problem.
+func (p *Problem) Simulate(pl *sim.Plan) (*sim.Result, error) {
+	if p.simulator == nil {
+		return sim.Run(p.Costs, p.Adj, p.Order, pl)
+	}
+	return p.simulator.Run(pl)
 }
 
 // Proposal is one plan a strategy puts to the judge.
@@ -180,7 +192,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	for _, pr := range props {
 		res, err := pr.Sim, error(nil)
 		if res == nil {
-			res, err = sim.Run(p.Costs, p.Adj, p.Order, pr.Plan)
+			res, err = p.Simulate(pr.Plan)
 		}
 		if err != nil {
 			if o.Sim == nil && overflowing == nil {
