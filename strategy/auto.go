@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/opplace/opplace/cost"
@@ -87,11 +89,20 @@ func familyBound(p *Problem, family string) float64 {
 	return b.Seconds()
 }
 
-// Search runs the named strategies (AutoStrategies when names is nil) in
-// order, skipping a family once a bound proves it cannot beat the best
-// fitting plan found so far, and returns every outcome in run order and
-// the index of the fastest that fits. When none fits, the error combines
-// every strategy's reason (an *placer.InfeasibleError when memory is why).
+// Search runs the named strategies (AutoStrategies when names is nil) and
+// returns every outcome in run order and the index of the fastest that
+// fits. A strategy is skipped, its outcome saying why, when its family's
+// bound proves it cannot beat the best fitting plan of the strategies
+// before it. When none fits, the error combines every strategy's reason
+// (an *placer.InfeasibleError when memory is why).
+//
+// The strategies run on up to GOMAXPROCS goroutines, and the result is
+// the one running them one after another in order gives: which are
+// skipped is decided afterwards, in order, from the outcomes of those
+// before. A goroutine does not start a strategy that the outcomes already
+// known prove will be skipped (a fitting plan before it at or under its
+// bound); one skipped so that turns out to be needed after all (it
+// cannot be, while the bounds hold) is run then.
 func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outcome, int, error) {
 	if names == nil {
 		names = AutoStrategies
@@ -99,32 +110,39 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 	if cfg.Pipeline.TimeLimit == 0 {
 		cfg.Pipeline.TimeLimit = AutoExactTimeLimit
 	}
-	best := -1
-	var outs []Outcome
-	var fails []placer.Failure
-	task := progress.From(ctx).Start("auto", int64(len(names)))
-	defer task.Done()
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return outs, -1, err
-		}
+	strategies := make([]Strategy, len(names))
+	bounds := make([]float64, len(names))
+	for i, name := range names {
 		s, err := New(name, cfg)
 		if err != nil {
-			return outs, -1, err
+			return nil, -1, err
 		}
+		strategies[i], bounds[i] = s, familyBound(p, Family(name))
+	}
+	task := progress.From(ctx).Start("auto", int64(len(names)))
+	defer task.Done()
+	ran := runAhead(ctx, p, names, strategies, bounds, task)
+	if err := ctx.Err(); err != nil {
+		return nil, -1, err
+	}
+	best := -1
+	outs := make([]Outcome, 0, len(names))
+	var fails []placer.Failure
+	for i, name := range names {
 		fam := Family(name)
-		if best >= 0 {
-			if lb := familyBound(p, fam); lb >= outs[best].Sim.Step {
-				outs = append(outs, Outcome{Strategy: name, Family: fam,
-					Pruned: fmt.Sprintf("any %s plan takes at least %.3f ms, %s already takes %.3f ms", fam, lb*1e3, outs[best].Strategy, outs[best].Sim.Step*1e3)})
-				task.Add(1)
-				continue
+		if best >= 0 && bounds[i] >= outs[best].Sim.Step {
+			outs = append(outs, Outcome{Strategy: name, Family: fam,
+				Pruned: fmt.Sprintf("any %s plan takes at least %.3f ms, %s already takes %.3f ms", fam, bounds[i]*1e3, outs[best].Strategy, outs[best].Sim.Step*1e3)})
+			continue
+		}
+		if ran[i] == nil {
+			o := Evaluate(ctx, p, name, strategies[i])
+			if err := ctx.Err(); err != nil {
+				return nil, -1, err
 			}
+			ran[i] = &o
 		}
-		o := Evaluate(ctx, p, name, s)
-		if ctx.Err() != nil {
-			return outs, -1, ctx.Err()
-		}
+		o := *ran[i]
 		outs = append(outs, o)
 		if o.Sim != nil && o.Fits && (best < 0 || o.Sim.Step < outs[best].Sim.Step) {
 			best = len(outs) - 1
@@ -132,7 +150,6 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		if o.Err != nil && !errors.Is(o.Err, ErrNotApplicable) {
 			fails = append(fails, placer.Failure{Strategy: name, Err: Infeasible(p, o.Err)})
 		}
-		task.Add(1)
 	}
 	if best < 0 {
 		if len(fails) == 0 {
@@ -141,6 +158,53 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		return outs, -1, placer.CombineFailures(fails)
 	}
 	return outs, best, nil
+}
+
+// runAhead evaluates the strategies on up to GOMAXPROCS goroutines,
+// taking them in order, and returns their outcomes; an outcome is nil
+// where the strategy was not run because a fitting plan of a strategy
+// before it already takes no longer than its bound (or ctx was done).
+func runAhead(ctx context.Context, p *Problem, names []string, strategies []Strategy, bounds []float64, task progress.Task) []*Outcome {
+	ran := make([]*Outcome, len(names))
+	var (
+		mu   sync.Mutex
+		next int
+		wg   sync.WaitGroup
+	)
+	// claim hands out the next strategy worth running, or -1.
+	claim := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for next < len(names) && ctx.Err() == nil {
+			i := next
+			next++
+			dominated := false
+			for j := 0; j < i && !dominated; j++ {
+				o := ran[j]
+				dominated = o != nil && o.Sim != nil && o.Fits && o.Sim.Step <= bounds[i]
+			}
+			if !dominated {
+				return i
+			}
+			task.Add(1)
+		}
+		return -1
+	}
+	for range min(runtime.GOMAXPROCS(0), len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := claim(); i >= 0; i = claim() {
+				o := Evaluate(ctx, p, names[i], strategies[i])
+				mu.Lock()
+				ran[i] = &o
+				mu.Unlock()
+				task.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return ran
 }
 
 // Infeasible turns a partitioner's memory failure into the placement

@@ -3,6 +3,7 @@ package strategy_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +157,70 @@ func TestSearchInfeasible(t *testing.T) {
 		if !strings.Contains(inf.Detail, name) {
 			t.Errorf("the failure does not say why %s failed: %s", name, inf.Detail)
 		}
+	}
+}
+
+// TestSearchSameOnAnyCores: auto runs its strategies side by side, and
+// the outcomes (which were pruned, and why, and every plan's step) are
+// those of running them one after another in order, on one core as on
+// several, on problems where the first strategies prune the rest and
+// where they do not.
+func TestSearchSameOnAnyCores(t *testing.T) {
+	type summary struct {
+		strategy, pruned, err string
+		fits                  bool
+		step                  float64
+	}
+	summarise := func(outs []strategy.Outcome) []summary {
+		var s []summary
+		for _, o := range outs {
+			x := summary{strategy: o.Strategy, pruned: o.Pruned, fits: o.Fits}
+			if o.Err != nil {
+				x.err = o.Err.Error()
+			}
+			if o.Sim != nil {
+				x.step = o.Sim.Step
+			}
+			s = append(s, x)
+		}
+		return s
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		name string
+		p    func() *strategy.Problem
+	}{
+		{"six layers on four devices", func() *strategy.Problem { return problem(t, 6, 1<<20, 4, 1<<34) }},
+		{"replicas do not fit", func() *strategy.Problem { return problem(t, 6, 64<<20, 4, 600<<20) }},
+		{"twelve layers on eight devices", func() *strategy.Problem { return problem(t, 12, 8<<20, 8, 1<<30) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []summary
+			wantBest := -1
+			for _, procs := range []int{1, 2, 4, 8} {
+				runtime.GOMAXPROCS(procs)
+				outs, best, err := strategy.Search(context.Background(), tc.p(), strategy.Config{}, nil)
+				if err != nil {
+					t.Fatalf("GOMAXPROCS=%d: %v", procs, err)
+				}
+				got := summarise(outs)
+				if procs == 1 {
+					pruned := 0
+					for _, o := range outs {
+						if o.Pruned != "" {
+							pruned++
+						}
+					}
+					t.Logf("%d of %d strategies pruned, %s chosen", pruned, len(outs), outs[best].Strategy)
+				}
+				if want == nil {
+					want, wantBest = got, best
+					continue
+				}
+				if best != wantBest || !slices.Equal(got, want) {
+					t.Errorf("GOMAXPROCS=%d: best %d, outcomes\n%+v\none core: best %d, outcomes\n%+v", procs, best, got, wantBest, want)
+				}
+			}
+		})
 	}
 }
