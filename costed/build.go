@@ -44,7 +44,11 @@ func Load(path string) (*Model, error) {
 		}
 		return decodeDNN(append(head, rest...), path)
 	}
-	return decodeV1(io.MultiReader(bytes.NewReader(head), fh), path)
+	// From the start again: a file can be read twice (see parseV1).
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		return decodeV1(io.MultiReader(bytes.NewReader(head), fh), path)
+	}
+	return decodeV1(fh, path)
 }
 
 // Decode reads a costed graph of either format from data; file names it

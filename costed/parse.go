@@ -1,6 +1,7 @@
 package costed
 
 import (
+	"errors"
 	"io"
 	"math"
 	"slices"
@@ -35,6 +36,9 @@ type parser struct {
 	// dup is the first op whose name an earlier op has, and that op (0, 0
 	// for none: ops[0] cannot repeat a name).
 	dup [2]int32
+	// parallel: the ops and edges are parsed on several goroutines
+	// (parallel.go).
+	parallel bool
 }
 
 var (
@@ -44,9 +48,25 @@ var (
 )
 
 // parseV1 reads a v1 document from r without checking it beyond JSON
-// types; file names it in errors.
+// types; file names it in errors. When r can be read again from its
+// start, the ops and edges are parsed on several goroutines, and a
+// document that does not parse cleanly that way is read again on one,
+// for its messages.
 func parseV1(r io.Reader, file string) (*File, error) {
-	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}}
+	if sk, ok := seekable(r); ok && parseWorkers() > 1 {
+		f, err := parseV1With(r, file, true)
+		if !errors.Is(err, errSplit) {
+			return f, err
+		}
+		if _, err := sk.Seek(0, io.SeekStart); err != nil {
+			return nil, errorf(file, "", "cannot read the graph again: %v", err)
+		}
+	}
+	return parseV1With(r, file, false)
+}
+
+func parseV1With(r io.Reader, file string, parallel bool) (*File, error) {
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel}
 	f, err := p.document()
 	if err != nil {
 		return nil, err
@@ -141,14 +161,24 @@ func (p *parser) document() (*File, error) {
 			}
 		case "ops":
 			p.dup = [2]int32{}
-			if f.Ops, err = p.ops(); err != nil {
+			if p.parallel {
+				f.Ops, err = p.opsParallel()
+			} else {
+				f.Ops, err = p.ops()
+			}
+			if err != nil {
 				return nil, err
 			}
 			p.read = f.Ops
 			p.ends = chunks[ends]{} // edges read before refer to no ops yet
 		case "edges":
 			p.ends = chunks[ends]{}
-			if f.Edges, err = p.edges(); err != nil {
+			if p.parallel {
+				f.Edges, err = p.edgesParallel()
+			} else {
+				f.Edges, err = p.edges()
+			}
+			if err != nil {
 				return nil, err
 			}
 		default:
@@ -303,9 +333,13 @@ func (p *parser) ops() ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.indexOps(ops.flat()), nil
+}
+
+// indexOps fills p.index and p.dup for the ops and returns them.
+func (p *parser) indexOps(all []Op) []Op {
 	// The index, sized once: grown op by op, a map of a million names
 	// costs twice as much.
-	all := ops.flat()
 	p.index = make(map[string]int32, len(all))
 	for i := range all {
 		if name := all[i].Name; name != "" {
@@ -322,7 +356,7 @@ func (p *parser) ops() ([]Op, error) {
 			}
 		}
 	}
-	return all, nil
+	return all
 }
 
 // chunks collects a list of unknown length in blocks and copies it once
@@ -430,15 +464,15 @@ func (p *parser) devType(key []byte) string {
 func (p *parser) edges() ([]Edge, error) {
 	var edges chunks[Edge]
 	err := p.array(loc{field: "edges"}, func(i int) error {
-		return p.edge(edges.next(), i)
+		return p.edge(edges.next(), p.ends.next(), i)
 	})
 	return edges.flat(), err
 }
 
-func (p *parser) edge(e *Edge, i int) error {
+// edge reads edge i into e and its ends into x.
+func (p *parser) edge(e *Edge, x *ends, i int) error {
 	at := loc{list: "edges", index: i}
 	var from, to bool
-	x := p.ends.next()
 	*x = ends{-1, -1}
 	_, err := p.object(at, func(key []byte) error {
 		var err error
