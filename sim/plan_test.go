@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opplace/opplace/cluster"
@@ -383,6 +384,61 @@ func TestRecordTimeline(t *testing.T) {
 		}
 		if peak != res.PeakMemory[d] {
 			t.Errorf("device %d: timeline peaks at %d, the step at %d", d, peak, res.PeakMemory[d])
+		}
+	}
+}
+
+// TestSimulatorSharesFacts: one Simulator running many plans, from
+// several goroutines at once, gives each plan the result a fresh sim.Run
+// gives it (what the plans share is worked out once and only read).
+func TestSimulatorSharesFacts(t *testing.T) {
+	b := chain(4, 3000)
+	c := graphtest.Cluster(giga, 1e-6, devices(8, 1<<40)...)
+	var plans []*sim.Plan
+	for _, m := range []int{1, 2, 4} {
+		for _, sched := range []sim.Schedule{sim.GPipe, sim.OneFOneB} {
+			p := perLayer(b.G, 4, m, sched)
+			plans = append(plans, p)
+			r := perLayer(b.G, 4, m, sched)
+			for i := range r.Stages {
+				r.Stages[i].Replicas = append(r.Stages[i].Replicas, []int{4 + i})
+			}
+			plans = append(plans, r)
+		}
+	}
+	plans = append(plans, &sim.Plan{Placement: sim.Placement{Device: make([]int, len(b.G.Ops))}})
+	want := make([]*sim.Result, len(plans))
+	for i, p := range plans {
+		want[i] = runPlan(t, b.G, c, p)
+	}
+	adj := b.G.BuildAdjacency()
+	order, err := b.G.TopoOrder(adj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := sim.New(cost.NewTable(b.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}), adj, order)
+	got := make([]*sim.Result, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for round := range 3 {
+		for i, p := range plans {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := sm.Run(p)
+				if round == 2 {
+					got[i], errs[i] = res, err
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for i := range plans {
+		if errs[i] != nil {
+			t.Fatalf("plan %d: %v", i, errs[i])
+		}
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("plan %d: the shared simulator's result differs from a fresh run's", i)
 		}
 	}
 }
