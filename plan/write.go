@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
@@ -198,18 +200,12 @@ func firstClause(msg string) string {
 // one document (the encoder buffers it twice).
 func writeJSON(w io.Writer, p *Plan) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// encode renders v at an indentation depth: lines after the first
-	// start with prefix; the encoder's trailing newline is dropped.
+	var top valueEncoder
 	encode := func(v reflect.Value, prefix string) error {
-		buf.Reset()
-		enc.SetIndent(prefix, "  ")
-		if err := enc.Encode(v.Interface()); err != nil {
-			return err
+		b, err := top.encode(v, prefix)
+		if err == nil {
+			_, err = bw.Write(b)
 		}
-		b := buf.Bytes()
-		_, err := bw.Write(b[:len(b)-1])
 		return err
 	}
 	v := reflect.ValueOf(p).Elem()
@@ -248,13 +244,8 @@ func writeJSON(w io.Writer, p *Plan) error {
 			continue
 		}
 		bw.WriteString("[\n    ")
-		for k := 0; k < fv.Len(); k++ {
-			if k > 0 {
-				bw.WriteString(",\n    ")
-			}
-			if err := encode(fv.Index(k), "    "); err != nil {
-				return err
-			}
+		if err := encodeElements(bw, fv); err != nil {
+			return err
 		}
 		bw.WriteString("\n  ]")
 	}
@@ -264,6 +255,99 @@ func writeJSON(w io.Writer, p *Plan) error {
 		bw.WriteString("\n}\n")
 	}
 	return bw.Flush()
+}
+
+// valueEncoder renders values as a json.Encoder with SetIndent(prefix,
+// "  ") does, without the trailing newline, reusing its buffer.
+type valueEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// encode renders v at an indentation depth: lines after the first start
+// with prefix. The bytes are valid until the next call.
+func (e *valueEncoder) encode(v reflect.Value, prefix string) ([]byte, error) {
+	if e.enc == nil {
+		e.enc = json.NewEncoder(&e.buf)
+	}
+	e.buf.Reset()
+	e.enc.SetIndent(prefix, "  ")
+	if err := e.enc.Encode(v.Interface()); err != nil {
+		return nil, err
+	}
+	b := e.buf.Bytes()
+	return b[:len(b)-1], nil
+}
+
+// elementChunk is how many elements of a top-level array one goroutine
+// renders at a time.
+const elementChunk = 2048
+
+// encodeElements writes the elements of the slice fv, separated as the
+// encoder separates them, to w. The arrays of a large plan (an op list of
+// 10^6 entries) are rendered in chunks on one goroutine per core, a
+// window of chunks at a time, and written in order: the same bytes, in a
+// fraction of the time reflection takes on one core.
+func encodeElements(w *bufio.Writer, fv reflect.Value) error {
+	n := fv.Len()
+	workers := min(runtime.GOMAXPROCS(0), (n+elementChunk-1)/elementChunk)
+	if workers < 2 {
+		var e valueEncoder
+		for k := 0; k < n; k++ {
+			if k > 0 {
+				w.WriteString(",\n    ")
+			}
+			b, err := e.encode(fv.Index(k), "    ")
+			if err != nil {
+				return err
+			}
+			w.Write(b)
+		}
+		return nil
+	}
+	type chunk struct {
+		out bytes.Buffer
+		err error
+	}
+	chunks := make([]chunk, workers)
+	for start := 0; start < n; start += workers * elementChunk {
+		var wg sync.WaitGroup
+		for c := range chunks {
+			lo := start + c*elementChunk
+			hi := min(lo+elementChunk, n)
+			ch := &chunks[c]
+			ch.out.Reset()
+			if lo >= hi {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var e valueEncoder
+				for k := lo; k < hi; k++ {
+					if k > 0 {
+						ch.out.WriteString(",\n    ")
+					}
+					b, err := e.encode(fv.Index(k), "    ")
+					if err != nil {
+						ch.err = err
+						return
+					}
+					ch.out.Write(b)
+				}
+			}()
+		}
+		wg.Wait()
+		for c := range chunks {
+			if chunks[c].err != nil {
+				return chunks[c].err
+			}
+			if _, err := w.Write(chunks[c].out.Bytes()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // emptyJSON is encoding/json's test for omitempty.

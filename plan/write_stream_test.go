@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math/rand"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -138,6 +139,28 @@ func TestWriteJSONStreamsOddPlans(t *testing.T) {
 			p.Candidates = append(p.Candidates, plan.Candidate{Strategy: str(), Family: str(), PredictedStepMS: num(), SolveMS: num(), Error: str(), Why: str()})
 			p.Warnings = append(p.Warnings, str())
 		}
+		sameJSON(t, p)
+	}
+}
+
+// TestWriteJSONLargeArrays covers arrays long enough to be rendered in
+// chunks on several goroutines (a window of chunks at a time, the last
+// window partly filled), on one core and on several.
+func TestWriteJSONLargeArrays(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	p := &plan.Plan{Model: "m<&>"}
+	for i := range 20_011 {
+		op := plan.Op{Name: "op\u2028" + strconv.Itoa(i), Type: "MatMul", Device: "gpu" + strconv.Itoa(i%4), StartMS: float64(i) / 7, EndMS: float64(i)/7 + 1e-21}
+		if i%3 == 0 {
+			op.Runs = []plan.Run{{MicroBatch: 1, StartMS: float64(i), EndMS: 1e22}}
+		}
+		p.Ops = append(p.Ops, op)
+	}
+	for i := range 4097 {
+		p.Transfers = append(p.Transfers, plan.Transfer{Tensor: "t" + strconv.Itoa(i), MicroBatch: i % 2, From: "a", To: "b", Bytes: int64(i) << 20, EndMS: float64(i)})
+	}
+	for _, procs := range []int{1, 2, 3, 8} {
+		runtime.GOMAXPROCS(procs)
 		sameJSON(t, p)
 	}
 }
