@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -223,9 +224,12 @@ func synthFile(b *testing.B, dir string, n int) string {
 // 10^4 and 10^5 ops (10^6 with OPPLACE_BENCH_1M=1) on 4xV100, per
 // strategy, as a user runs it: bin/opplace (make build) in a child
 // process, from reading the file to writing the plan. It reports the
-// wall time per plan (ns/op) and the child's peak resident memory
+// wall time per plan (ns/op), the child's peak resident memory
 // (peak_rss_MB, getrusage's ru_maxrss: the whole process, Go runtime and
-// all). The machine's load moves the times; compare runs of one session.
+// all) and the rate of its import stage (import_MB/s of the file, from
+// the stage times -v prints: the import as the command runs it, with its
+// garbage-collector settings). The machine's load moves the times;
+// compare runs of one session.
 //
 //	make bench-1m    # or: OPPLACE_BENCH_1M=1 go test -run '^$' -bench Scale -benchtime 1x ./pipeline/
 func BenchmarkScale(b *testing.B) {
@@ -239,23 +243,47 @@ func BenchmarkScale(b *testing.B) {
 	dir := b.TempDir()
 	for _, n := range scaleSizes() {
 		file := synthFile(b, dir, n)
+		st, err := os.Stat(file)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, s := range []string{"m-etf", "heft", "auto"} {
 			b.Run(fmt.Sprintf("%d/%s", n, s), func(b *testing.B) {
 				var peak int64
+				var importing time.Duration
 				for i := 0; i < b.N; i++ {
 					cmd := exec.Command(bin, "plan", file, "--cluster", filepath.Join(clusters, "4xV100.yaml"),
-						"--strategy", s, "-q", "--out", filepath.Join(dir, "plan.json"))
-					if out, err := cmd.CombinedOutput(); err != nil {
-						b.Fatalf("%v: %v\n%s", cmd, err, out)
+						"--strategy", s, "-q", "-v", "--out", filepath.Join(dir, "plan.json"))
+					var stderr bytes.Buffer
+					cmd.Stderr = &stderr
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("%v: %v\n%s", cmd, err, stderr.Bytes())
 					}
 					if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 						peak = max(peak, ru.Maxrss*1024) // kilobytes on Linux
 					}
+					d, err := stageTime(stderr.String(), "import")
+					if err != nil {
+						b.Fatal(err)
+					}
+					importing += d
 				}
 				b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MB")
+				b.ReportMetric(float64(st.Size())*float64(b.N)/importing.Seconds()/1e6, "import_MB/s")
 			})
 		}
 	}
+}
+
+// stageTime reads a stage's time from what `opplace plan -v` prints on
+// stderr ("stage import    1.234s").
+func stageTime(stderr, stage string) (time.Duration, error) {
+	for _, line := range strings.Split(stderr, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "stage" && f[1] == stage {
+			return time.ParseDuration(f[2])
+		}
+	}
+	return 0, fmt.Errorf("no %q stage time in:\n%s", stage, stderr)
 }
 
 // BenchmarkImportRate is the import stage alone (pipeline.LoadModel) of
