@@ -37,6 +37,7 @@ func assemble(_ context.Context, r *run) error {
 		Fits:            r.problem.Fits(res),
 		MicroBatches:    res.MicroBatches,
 		Warnings:        slices.Clone(r.model.Warnings),
+		Notes:           slices.Clone(o.Notes),
 	}
 	if o.Estimate > 0 {
 		p.EstimatedStepMS = plan.MS(o.Estimate)

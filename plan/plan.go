@@ -66,6 +66,13 @@ type Plan struct {
 	Candidates []Candidate `json:"candidates,omitempty" yaml:"candidates,omitempty"`
 	// Warnings are problems with the input that did not stop the plan.
 	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+	// Notes are what the chosen strategy reported about how it found the
+	// plan: a solver's status, incumbent, bound and time, or a fallback
+	// it took (m-sct placing by plain m-ETF, ilp keeping its starting
+	// schedule, a pipeline partitioned again with less memory). They
+	// carry solve times, so they are in the table only and plan files
+	// stay byte-identical.
+	Notes []string `json:"-" yaml:"-"`
 }
 
 // Device is one device's share of the plan.

@@ -167,6 +167,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 			return err
 		}
 	}
+	for _, note := range p.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s: %s\n", p.Strategy, note); err != nil {
+			return err
+		}
+	}
 	for _, warn := range p.Warnings {
 		if _, err := fmt.Fprintf(w, "warning: %s\n", warn); err != nil {
 			return err

@@ -272,3 +272,24 @@ func TestFailedRunKeepsOldPlan(t *testing.T) {
 		t.Errorf("failed run left temporary files: %v", entries)
 	}
 }
+
+// TestPlanNotes: what the chosen strategy reports about how it found the
+// plan (here m-sct's LP, its size and solve time) is printed with the
+// table, and left out of the plan file, which stays byte-identical.
+func TestPlanNotes(t *testing.T) {
+	args := []string{"plan", filepath.Join(modelDir, "resnet50.onnx"), "--cluster", filepath.Join(clusterDir, "4xV100.yaml"), "--strategy", "m-sct"}
+	code, table, stderr := invoke(t, append(args, "-o", "table")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(table, "note: m-sct: LP on ") || !strings.Contains(table, "solved by Clp in") {
+		t.Errorf("the table has no note of m-sct's LP:\n%s", table)
+	}
+	code, js, stderr := invoke(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(js, "Clp") || strings.Contains(js, "notes") {
+		t.Errorf("the plan file carries the notes:\n%.2000s", js)
+	}
+}
