@@ -60,6 +60,17 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 	s.pos++
 	workers := parseWorkers()
 	todo := make(chan *batch, 2*workers)
+	// A batch's bytes are copied out as they are parsed, so its buffer is
+	// used again: a 321 MB file allocates a few MB of them, not 321.
+	spare := make(chan []byte, 3*workers+1)
+	buffer := func() []byte {
+		select {
+		case b := <-spare:
+			return b[:0]
+		default:
+			return make([]byte, 0, batchBytes+batchBytes/4)
+		}
+	}
 	var (
 		mu      sync.Mutex
 		results []T
@@ -72,6 +83,10 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 			defer wg.Done()
 			for b := range todo {
 				r, err := parse(p.worker(b.data), b)
+				select {
+				case spare <- b.data:
+				default:
+				}
 				mu.Lock()
 				if err != nil {
 					failed = true
@@ -88,7 +103,7 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 	}
 	readErr := func() error {
 		defer close(todo)
-		cur := &batch{}
+		cur := &batch{data: buffer()}
 		for i := 0; ; i++ {
 			more, err := s.next(i == 0, ']')
 			if err != nil {
@@ -108,7 +123,7 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 			cur.n++
 			if len(cur.data) >= batchBytes || cur.n >= batchItems {
 				todo <- cur
-				cur = &batch{seq: cur.seq + 1, first: i + 1}
+				cur = &batch{seq: cur.seq + 1, first: i + 1, data: buffer()}
 				mu.Lock()
 				stop := failed
 				mu.Unlock()
