@@ -65,6 +65,8 @@ func parseV1(r io.Reader, file string) (*File, error) {
 	return parseV1With(r, file, false)
 }
 
+// parseV1With is parseV1 on one goroutine or, with parallel, its ops and
+// edges on several (failing with errSplit where one goroutine is needed).
 func parseV1With(r io.Reader, file string, parallel bool) (*File, error) {
 	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel}
 	f, err := p.document()
