@@ -248,6 +248,15 @@ func FormatMS(ms float64) string {
 	return fmt.Sprintf("%.3f ms", ms)
 }
 
+// Count prints n with its noun for a label, singular for 1: "1 copy",
+// "3 copies".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // MS converts seconds to milliseconds rounded to the nanosecond, so plans
 // print short, stable numbers.
 func MS(seconds float64) float64 { return math.Round(seconds*1e9) / 1e6 }

@@ -167,9 +167,4 @@ func joinShort(names []string, n int) string {
 }
 
 // count prints n and a noun, plural unless n is 1: "1 bucket", "2 buckets".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+func count(n int, noun string) string { return plan.Count(n, noun, noun+"s") }

@@ -178,12 +178,7 @@ var palette = []string{
 func formatMS(ms float64) string { return plan.FormatMS(ms) }
 
 // count prints n with its noun, singular or plural.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
+func count(n int, one, many string) string { return plan.Count(n, one, many) }
 
 // percent prints a fraction as a whole percentage.
 func percent(f float64) string {
