@@ -297,18 +297,7 @@ func encodeElements(w *bufio.Writer, fv reflect.Value) error {
 	n := fv.Len()
 	workers := min(runtime.GOMAXPROCS(0), (n+elementChunk-1)/elementChunk)
 	if workers < 2 {
-		var e valueEncoder
-		for k := 0; k < n; k++ {
-			if k > 0 {
-				w.WriteString(",\n    ")
-			}
-			b, err := e.encode(fv.Index(k), "    ")
-			if err != nil {
-				return err
-			}
-			w.Write(b)
-		}
-		return nil
+		return encodeRange(w, fv, 0, n)
 	}
 	type chunk struct {
 		out bytes.Buffer
@@ -328,18 +317,7 @@ func encodeElements(w *bufio.Writer, fv reflect.Value) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var e valueEncoder
-				for k := lo; k < hi; k++ {
-					if k > 0 {
-						ch.out.WriteString(",\n    ")
-					}
-					b, err := e.encode(fv.Index(k), "    ")
-					if err != nil {
-						ch.err = err
-						return
-					}
-					ch.out.Write(b)
-				}
+				ch.err = encodeRange(&ch.out, fv, lo, hi)
 			}()
 		}
 		wg.Wait()
@@ -351,6 +329,26 @@ func encodeElements(w *bufio.Writer, fv reflect.Value) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// encodeRange writes elements lo..hi-1 of the slice fv to w, each after
+// the separator the encoder puts before it (none before element 0).
+func encodeRange(w interface {
+	io.Writer
+	io.StringWriter
+}, fv reflect.Value, lo, hi int) error {
+	var e valueEncoder
+	for k := lo; k < hi; k++ {
+		if k > 0 {
+			w.WriteString(",\n    ")
+		}
+		b, err := e.encode(fv.Index(k), "    ")
+		if err != nil {
+			return err
+		}
+		w.Write(b)
 	}
 	return nil
 }
