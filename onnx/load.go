@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
@@ -83,7 +84,7 @@ func Load(path string, opts Options) (*Model, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, &InputError{path, errors.New("no such file")}
 		}
-		return nil, &InputError{path, unwrapPathError(err)}
+		return nil, &InputError{path, files.Cause(err)}
 	}
 	if st.IsDir() {
 		return nil, &InputError{path, errors.New("is a directory, not an ONNX model file")}
@@ -92,13 +93,13 @@ func Load(path string, opts Options) (*Model, error) {
 	if st.Size() < bigModel || !progress.Enabled(r) {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, &InputError{path, unwrapPathError(err)}
+			return nil, &InputError{path, files.Cause(err)}
 		}
 		return Decode(data, path, opts)
 	}
 	data, err := readReporting(r, path, st.Size())
 	if err != nil {
-		return nil, &InputError{path, unwrapPathError(err)}
+		return nil, &InputError{path, files.Cause(err)}
 	}
 	decoding := r.Start("onnx: decoding "+filepath.Base(path), 0)
 	defer decoding.Done()
@@ -142,14 +143,6 @@ func readReporting(r progress.Reporter, path string, size int64) ([]byte, error)
 
 // readChunk is how much readReporting reads between reports.
 const readChunk = 4 << 20
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
 
 // Decode imports an ONNX model from its serialized bytes; name labels
 // errors (usually the file name).

@@ -12,6 +12,7 @@ import (
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/costed"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/tf"
 )
@@ -109,7 +110,7 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, unwrapPathError(err))}
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, files.Cause(err))}
 	case st.IsDir():
 		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
 	case st.Size() == 0:
@@ -117,7 +118,7 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, unwrapPathError(err))}
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, files.Cause(err))}
 	}
 	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(f, head)
@@ -152,7 +153,7 @@ func formatOf(head []byte) *Format {
 func AnnotateModel(a Annotation) ([]byte, error) {
 	data, err := os.ReadFile(a.From)
 	if err != nil {
-		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", a.From, unwrapPathError(err))}
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", a.From, files.Cause(err))}
 	}
 	format := formatOf(data[:min(len(data), sniffLen)])
 	if format == nil || format.Annotate == nil {
@@ -202,12 +203,4 @@ func (e *noDevicesError) Error() string {
 func IsJSON(head []byte) bool {
 	head = bytes.TrimLeft(head, " \t\r\n\ufeff")
 	return len(head) > 0 && head[0] == '{'
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

@@ -5,23 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opplace/opplace/internal/files"
 )
 
 // ReadFile reads a plan document as Write writes it, JSON or YAML (told
 // apart by content, not by extension). Every error names the
 // file and says what is wrong with it in one line.
 func ReadFile(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.Read(path, "plan")
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s: cannot read the plan: %w", path, err)
+		return nil, err
 	}
 	p, err := Decode(data)
 	if err != nil {

@@ -15,15 +15,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 )
 
 // FormatVersion names the file format; Load rejects others.
@@ -168,13 +167,9 @@ func (p *Profile) Write(w io.Writer) error {
 
 // Load reads a profile file. Errors name the file and what is wrong.
 func Load(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.Read(path, "profile")
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s: cannot read the profile: %w", path, err)
+		return nil, err
 	}
 	return Parse(path, data)
 }

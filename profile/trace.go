@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 )
 
 // Trace formats Import reads.
@@ -55,13 +55,9 @@ type ImportResult struct {
 // ("gpu_user_annotation", the time the node's kernels ran on the device)
 // only those count; the CPU-side ones then time kernel launches.
 func Import(path string, g *graph.Graph, dt DeviceType) (*ImportResult, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.Read(path, "trace")
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s: cannot read the trace: %w", path, err)
+		return nil, err
 	}
 	return ImportBytes(path, data, g, dt)
 }

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
@@ -142,11 +142,7 @@ func isBinaryGraph(head []byte) bool {
 func Load(path string, opts Options) (*Model, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, &InputError{path, err}
+		return nil, &InputError{path, files.Cause(err)}
 	}
 	return decode(data, path, filepath.Dir(path), opts)
 }

@@ -34,6 +34,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/opplace/opplace/internal/files"
 )
 
 // Error is an output opplace cannot or must not write. Callers map it to
@@ -189,19 +191,9 @@ func typeName(m fs.FileMode) string {
 	return "special file"
 }
 
-// cause strips an *fs.PathError down to its errno, so messages name the
-// path the user gave once, and never a temporary's name.
-func cause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
-}
+// cause strips an *fs.PathError or *os.LinkError down to its errno, so
+// messages name the path the user gave once, and never a temporary's name.
+func cause(err error) error { return files.Cause(err) }
 
 // hint says what to do about a failed write.
 func hint(err error) string {
