@@ -2,7 +2,6 @@ package costed
 
 import (
 	"errors"
-	"io"
 	"runtime"
 	"sync"
 )
@@ -294,10 +293,3 @@ var stringStop, structural = func() (stop, st [256]bool) {
 	}
 	return
 }()
-
-// seekable reports whether r can be read again from its start, which
-// reading on several goroutines needs.
-func seekable(r io.Reader) (io.Seeker, bool) {
-	sk, ok := r.(io.Seeker)
-	return sk, ok
-}

@@ -53,7 +53,8 @@ var (
 // document that does not parse cleanly that way is read again on one,
 // for its messages.
 func parseV1(r io.Reader, file string) (*File, error) {
-	if sk, ok := seekable(r); ok && parseWorkers() > 1 {
+	// Reading again needs a seekable r.
+	if sk, ok := r.(io.Seeker); ok && parseWorkers() > 1 {
 		f, err := parseV1With(r, file, true)
 		if !errors.Is(err, errSplit) {
 			return f, err
