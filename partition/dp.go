@@ -213,9 +213,11 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				continue
 			}
 			rMin := max(1, math.Ceil(fastS/(fM*(bound-launchS))-1e-9))
-			restNeed := restDevices(l, e, fM, bound)
-			fastRest := l.fast[full] - l.fast[e]
-			launchRest := l.launch[full] - l.launch[e]
+			restLoad := l.restLoad(e, fM)
+			restNeed := 0.0
+			if e != full {
+				restNeed = devicesFor(restLoad, bound)
+			}
 			if rMin+restNeed > float64(maxTotal) || !alive[e] {
 				continue
 			}
@@ -232,7 +234,6 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			// remainder counts).
 			minRest := 1
 			if e != full {
-				restLoad := fastRest/fM + launchRest
 				for minRest <= maxTotal && restLoad/float64(minRest) > bound {
 					minRest++
 				}
@@ -338,17 +339,28 @@ func stageTooBig(fastS, launchS float64, maxTotal int, fM, bound float64) bool {
 	return fastS/(float64(maxTotal)*fM)+launchS > bound
 }
 
-// restDevices is the fewest devices the units outside ideal e need under
-// the bound (at least 1), by their fastest-class compute and launches; 0
-// for the full ideal. It does not grow with e on a chain.
-func restDevices(l *lattice, e int32, fM, bound float64) float64 {
+// restLoad is the time per micro-batch the units outside ideal e take
+// at least, spread over one device: their fastest-class compute over M
+// plus their launches.
+func (l *lattice) restLoad(e int32, fM float64) float64 {
 	full := l.full()
-	if e == full {
+	return (l.fast[full]-l.fast[e])/fM + (l.launch[full] - l.launch[e])
+}
+
+// devicesFor is the fewest devices (at least 1) a load needs so that
+// each carries at most bound.
+func devicesFor(load, bound float64) float64 {
+	return max(1, math.Ceil(load/bound-1e-9))
+}
+
+// restDevices is the fewest devices the units outside ideal e need under
+// the bound (at least 1), by restLoad; 0 for the full ideal. It does not
+// grow with e on a chain.
+func restDevices(l *lattice, e int32, fM, bound float64) float64 {
+	if e == l.full() {
 		return 0
 	}
-	fastRest := l.fast[full] - l.fast[e]
-	launchRest := l.launch[full] - l.launch[e]
-	return max(1, math.Ceil((fastRest/fM+launchRest)/bound-1e-9))
+	return devicesFor(l.restLoad(e, fM), bound)
 }
 
 // skipHeavyRest is, on a chain, how many ideals after d solve can pass
