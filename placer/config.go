@@ -9,6 +9,10 @@ type Config struct {
 	Groups int
 	// TimeLimit bounds a placer's own search (ilp's Cbc run).
 	TimeLimit time.Duration
+	// RefineWork bounds the local search (Refine) that strategy local
+	// runs: ops simulated over the placements it tries; 0 means
+	// DefaultRefineWork.
+	RefineWork int64
 }
 
 // Configurable is implemented by placers that take a Config.

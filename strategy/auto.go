@@ -20,10 +20,11 @@ const Auto = "auto"
 // AutoStrategies are what Auto runs, in this order (which also breaks
 // ties): the families whose plans split the batch first, since they are
 // cheap to search and set the mark that bounds prune the rest against;
-// then the placers; then the hybrids.
+// then the placers, and the local search from the best of their
+// placements; then the hybrids.
 var AutoStrategies = []string{
 	"dp", "pipeline:pipedream", "pipeline:exact",
-	"single", "m-etf", "heft", "m-sct", "m-topo", "expert",
+	"single", "m-etf", "heft", "m-sct", "m-topo", "expert", "local",
 	"dp+m-etf", "dp+heft",
 }
 
@@ -33,6 +34,13 @@ var AutoStrategies = []string{
 // proof takes longer; --strategy pipeline:exact searches up to its own
 // 30 s limit.
 const AutoExactTimeLimit = 2 * time.Second
+
+// AutoRefineWork is the work auto gives the local search when the
+// configuration sets none: 10^6 simulated ops, 1.2-2.7 s here at most
+// (placer.DefaultRefineWork), so auto stays seconds; --strategy local
+// searches ten times longer. Past 10,000 ops auto's budget leaves the
+// search too few tries and it is not applicable.
+const AutoRefineWork = 1_000_000
 
 // SpaceBound is the lower bound every plan of a family pays, and which
 // part of it binds; family "" means the whole space (auto).
@@ -103,12 +111,18 @@ func familyBound(p *Problem, family string) float64 {
 // known prove will be skipped (a fitting plan before it at or under its
 // bound); one skipped so that turns out to be needed after all (it
 // cannot be, while the bounds hold) is run then.
+//
+// A Seeded strategy (local) builds on the plans before it, so it runs
+// after all of them, on their outcomes.
 func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outcome, int, error) {
 	if names == nil {
 		names = AutoStrategies
 	}
 	if cfg.Pipeline.TimeLimit == 0 {
 		cfg.Pipeline.TimeLimit = AutoExactTimeLimit
+	}
+	if cfg.Placer.RefineWork == 0 {
+		cfg.Placer.RefineWork = AutoRefineWork
 	}
 	strategies := make([]Strategy, len(names))
 	bounds := make([]float64, len(names))
@@ -136,7 +150,11 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 			continue
 		}
 		if ran[i] == nil {
-			o := Evaluate(ctx, p, name, strategies[i])
+			s := strategies[i]
+			if sd, ok := s.(Seeded); ok {
+				s = seededWith{sd, outs}
+			}
+			o := Evaluate(ctx, p, name, s)
 			if err := ctx.Err(); err != nil {
 				return nil, -1, err
 			}
@@ -178,6 +196,10 @@ func runAhead(ctx context.Context, p *Problem, names []string, strategies []Stra
 		for next < len(names) && ctx.Err() == nil {
 			i := next
 			next++
+			if _, seeded := strategies[i].(Seeded); seeded {
+				task.Add(1)
+				continue // it runs after those before it, in Search
+			}
 			dominated := false
 			for j := 0; j < i && !dominated; j++ {
 				o := ran[j]
@@ -205,6 +227,16 @@ func runAhead(ctx context.Context, p *Problem, names []string, strategies []Stra
 	}
 	wg.Wait()
 	return ran
+}
+
+// seededWith runs a Seeded strategy on the outcomes before it.
+type seededWith struct {
+	Seeded
+	before []Outcome
+}
+
+func (s seededWith) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
+	return s.ProposeFrom(ctx, p, s.before)
 }
 
 // Infeasible turns a partitioner's memory failure into the placement

@@ -85,7 +85,7 @@ type Proposal struct {
 	Estimate float64
 	// Pipeline is the partition behind a pipeline plan.
 	Pipeline *partition.Plan
-	// Devices, when set, are the devices a hybrid's inner placement ran on.
+	// Notes are what the strategy has to say about this proposal.
 	Notes []string
 	// Sim, when set, is the simulator's result for Plan, which the
 	// strategy already needed: the judge does not simulate it again.

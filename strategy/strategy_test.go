@@ -224,3 +224,50 @@ func TestSearchSameOnAnyCores(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalRefinesTheBestPlacementBefore: in a search, local starts from
+// the fastest fitting placement of the strategies listed before it (not
+// from its own seeds) and is never slower than it; alone it runs its
+// seeds.
+func TestLocalRefinesTheBestPlacementBefore(t *testing.T) {
+	p := problem(t, 12, 8<<20, 8, 1<<30)
+	outs, _, err := strategy.Search(context.Background(), p, strategy.Config{}, []string{"m-topo", "expert", "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := outs[0]
+	if outs[1].Fits && outs[1].Sim.Step < seed.Sim.Step {
+		seed = outs[1]
+	}
+	local := outs[2]
+	if local.Err != nil || !local.Fits {
+		t.Fatalf("local: fits=%v, %v", local.Fits, local.Err)
+	}
+	if local.Sim.Step > seed.Sim.Step {
+		t.Errorf("local %g s, slower than its seed %s %g s", local.Sim.Step, seed.Strategy, seed.Sim.Step)
+	}
+	if len(local.Notes) != 1 || !strings.Contains(local.Notes[0], "from "+seed.Strategy+"'s placement") {
+		t.Errorf("local's notes %q do not name its seed %s", local.Notes, seed.Strategy)
+	}
+	s, _ := strategy.New("local", strategy.Config{})
+	alone := strategy.Evaluate(context.Background(), p, "local", s)
+	if alone.Err != nil || len(alone.Notes) != 1 || !slices.ContainsFunc(strategy.LocalSeeds, func(s string) bool {
+		return strings.Contains(alone.Notes[0], "from "+s+"'s placement")
+	}) {
+		t.Errorf("local alone: %v, notes %q; want a start from one of %v", alone.Err, alone.Notes, strategy.LocalSeeds)
+	}
+}
+
+// TestLocalTooLarge: a work budget too small for the graph makes local
+// not applicable, which auto lists without failing.
+func TestLocalTooLarge(t *testing.T) {
+	p := problem(t, 6, 1<<20, 4, 1<<34)
+	cfg := strategy.Config{Placer: placer.Config{RefineWork: 10}}
+	outs, _, err := strategy.Search(context.Background(), p, cfg, []string{"m-etf", "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(outs[1].Err, strategy.ErrNotApplicable) || !errors.Is(outs[1].Err, placer.ErrTooLarge) {
+		t.Errorf("local with a budget of 10 ops: %v", outs[1].Err)
+	}
+}

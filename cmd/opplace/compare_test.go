@@ -47,7 +47,7 @@ func TestCompareRealModels(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &c); err != nil {
 				t.Fatalf("not JSON: %v", err)
 			}
-			want := 13 // seven placers, three partitioners, dp and two hybrids
+			want := 14 // seven placers, the local search, three partitioners, dp and two hybrids
 			if tc.cluster == "hetero" {
 				want = 7
 			}
@@ -75,6 +75,15 @@ func TestCompareRealModels(t *testing.T) {
 					t.Errorf("single moves %d bytes between devices", s.CrossDeviceBytes)
 				}
 				steps[s.Strategy] = s.PredictedStepMS
+			}
+			// The local search starts from the best of these and keeps
+			// only moves the judge finds faster.
+			if local, ok := steps["local"]; ok {
+				for _, seed := range []string{"m-etf", "heft", "m-sct"} {
+					if s, ok := steps[seed]; ok && local > s {
+						t.Errorf("local %.3f ms is slower than its seed %s %.3f ms", local, seed, s)
+					}
+				}
 			}
 			if tc.cluster == "hetero" {
 				// Earliest start sends ops to slow devices; earliest finish
