@@ -161,7 +161,7 @@ func prepare(ctx context.Context, opts Options) (*run, strategy.Config, error) {
 		if st.name == "place" {
 			break
 		}
-		if err := st.fn(ctx, r); err != nil {
+		if err := r.runStage(ctx, st); err != nil {
 			return nil, strategy.Config{}, err
 		}
 	}

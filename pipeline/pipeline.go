@@ -74,7 +74,15 @@ type Options struct {
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.
 	FusionReport *FusionReport
+	// AroundStage, when set, is called as each stage starts with its
+	// name (StageImport, ...); the function it returns, if any, is called
+	// as the stage ends. The command uses it to tune the Go runtime for
+	// one stage (see cmd/opplace/gc.go).
+	AroundStage func(stage string) (end func())
 }
+
+// StageImport is the name of the first stage, which reads the model.
+const StageImport = "import"
 
 // Timing is how long one stage took.
 type Timing struct {
@@ -129,7 +137,7 @@ type stage struct {
 }
 
 var stages = []stage{
-	{"import", importModel},
+	{StageImport, importModel},
 	{"cluster", loadCluster},
 	{"pins", resolvePins},
 	{"train", buildTrainingStep},
@@ -165,7 +173,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res := &Result{}
 	for _, st := range stages {
 		start := time.Now()
-		err := st.fn(ctx, r)
+		err := r.runStage(ctx, st)
 		res.Timings = append(res.Timings, Timing{st.name, time.Since(start)})
 		if err != nil {
 			return res, err
@@ -176,6 +184,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res.Plan, res.Graph, res.Cluster, res.Sim = r.plan, r.model.Graph, r.cluster, r.sim
 	return res, nil
+}
+
+// runStage runs one stage inside the caller's AroundStage.
+func (r *run) runStage(ctx context.Context, st stage) error {
+	if r.opts.AroundStage != nil {
+		if end := r.opts.AroundStage(st.name); end != nil {
+			defer end()
+		}
+	}
+	return st.fn(ctx, r)
 }
 
 func importModel(_ context.Context, r *run) error {

@@ -76,7 +76,7 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	}
 	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{
 		Options: pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
-			Mode: f.mode, Optimizer: f.optimizer,
+			Mode: f.mode, Optimizer: f.optimizer, AroundStage: collectorOffDuring,
 			Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}},
 		Strategies: f.strategies,
 	})

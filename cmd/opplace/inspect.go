@@ -126,7 +126,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	if err != nil {
 		return err
 	}
-	m, err := pipeline.LoadModel(path, opts)
+	m, err := loadModel(path, opts)
 	if err != nil {
 		return err
 	}

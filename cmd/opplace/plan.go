@@ -130,6 +130,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
 		Mode: f.mode, Optimizer: f.optimizer,
 		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
+		AroundStage: collectorOffDuring,
 	}
 	if err := f.apply(&opts); err != nil {
 		return err

@@ -129,7 +129,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
 		return err
 	}
-	m, err := pipeline.LoadModel(modelPath, importOpts)
+	m, err := loadModel(modelPath, importOpts)
 	if err != nil {
 		return err
 	}
