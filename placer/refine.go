@@ -19,6 +19,10 @@ import (
 // Auto sets a smaller budget (strategy.AutoRefineWork).
 const DefaultRefineWork = 10_000_000
 
+// retryAfter is how many kept moves a failed move waits before it is
+// tried again.
+const retryAfter = 4
+
 // minRefineTries is the fewest placements worth a search: a graph so
 // large that the work allows fewer is left as it is.
 const minRefineTries = 100
@@ -105,12 +109,18 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 	}
 	out := &Refined{StartStep: res.Step}
 	members := classMembers(lim.class, len(lim.allowed))
-	try := make([]int, 0, p.Costs.NumDevices())
+	nd := p.Costs.NumDevices()
+	try := make([]int, 0, nd)
+	// failedAt[c*nd+d] is 1 + the number of moves kept when moving class
+	// c to d last failed. A move that failed is not tried again until
+	// retryAfter more moves were kept: most of the path stays as it was
+	// after one move, and so do most failures.
+	failedAt := make([]int32, len(lim.allowed)*nd)
 	for out.Tried < budget {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		moved := false
+		moved, skipped := false, false
 		sc := newSchedule(p, cur.Device, res)
 	path:
 		for _, step := range sc.critical() {
@@ -127,6 +137,11 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 				if !step.blocked && len(members[c]) == 1 && !sc.sooner(step.op, d) {
 					continue
 				}
+				k := int(c)*nd + d
+				if f := failedAt[k]; f > 0 && int(f)-1+retryAfter > out.Moved {
+					skipped = true
+					continue
+				}
 				out.Tried++
 				setDevice(cur.Device, members[c], d)
 				r, err := judge.Run(&sim.Plan{Placement: cur})
@@ -135,11 +150,17 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 					out.Moved++
 					break path
 				}
+				failedAt[k] = int32(out.Moved) + 1
 				setDevice(cur.Device, members[c], from)
 			}
 		}
-		if !moved {
-			break
+		switch {
+		case moved:
+		case skipped:
+			clear(failedAt) // a last round that tries every move
+		default:
+			out.Placement, out.Sim = cur, res
+			return out, nil
 		}
 	}
 	out.Placement, out.Sim = cur, res
