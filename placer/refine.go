@@ -111,16 +111,18 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 	members := classMembers(lim.class, len(lim.allowed))
 	nd := p.Costs.NumDevices()
 	try := make([]int, 0, nd)
-	// failedAt[c*nd+d] is 1 + the number of moves kept when moving class
-	// c to d last failed. A move that failed is not tried again until
-	// retryAfter more moves were kept: most of the path stays as it was
-	// after one move, and so do most failures.
-	failedAt := make([]int32, len(lim.allowed)*nd)
+	// failed[c*nd+d] is when moving class c to d last failed. A move that
+	// failed is not tried again until retryAfter more moves were kept:
+	// most of the path stays as it was after one move, and so do most
+	// failures.
+	type failure struct{ moved, tried int32 } // 1 + the counts; 0: none
+	failed := make([]failure, len(lim.allowed)*nd)
 	for out.Tried < budget {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		moved, skipped := false, false
+		round := int32(out.Tried)
 		sc := newSchedule(p, cur.Device, res)
 	path:
 		for _, step := range sc.critical() {
@@ -138,8 +140,10 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 					continue
 				}
 				k := int(c)*nd + d
-				if f := failedAt[k]; f > 0 && int(f)-1+retryAfter > out.Moved {
-					skipped = true
+				if f := failed[k]; f.moved > 0 && int(f.moved)-1+retryAfter > out.Moved {
+					// Skipped for an earlier round's failure: worth a
+					// last try before the search ends.
+					skipped = skipped || f.tried-1 < round
 					continue
 				}
 				out.Tried++
@@ -150,14 +154,14 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 					out.Moved++
 					break path
 				}
-				failedAt[k] = int32(out.Moved) + 1
+				failed[k] = failure{int32(out.Moved) + 1, int32(out.Tried)}
 				setDevice(cur.Device, members[c], from)
 			}
 		}
 		switch {
 		case moved:
 		case skipped:
-			clear(failedAt) // a last round that tries every move
+			clear(failed) // a last round that tries every move
 		default:
 			out.Placement, out.Sim = cur, res
 			return out, nil
