@@ -10,6 +10,7 @@
 //   - transformer (the default): a transformer's training step
 //     (costedtest.Generate), with -heads, -param-bytes and
 //     -activation-bytes;
+//
 //   - layered: a random layered DAG (costedtest.Layered) of -width ops
 //     per layer (default 6), each fed by 1 to 3 ops of the layer before
 //     and now and then by a skip connection, op times lognormal around
