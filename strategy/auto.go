@@ -22,6 +22,12 @@ const Auto = "auto"
 // cheap to search and set the mark that bounds prune the rest against;
 // then the placers, and the local search from the best of their
 // placements; then the hybrids.
+//
+// The list is explicit, so a placer registered later is not in it until
+// added. m-etf-baechi and m-sct-baechi are deliberately left out: they
+// reproduce Baechi's published code, oddities included (a memory check
+// that ignores received tensors, so plans that do not fit), to measure
+// opplace's placers against, not to plan with.
 var AutoStrategies = []string{
 	"dp", "pipeline:pipedream", "pipeline:exact",
 	"single", "m-etf", "heft", "m-sct", "m-topo", "expert", "local",

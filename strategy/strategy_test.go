@@ -70,6 +70,15 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("auto runs %s, which is not registered", name)
 		}
 	}
+	// The Baechi references are strategies one can ask for, never auto's.
+	for _, name := range []string{"m-etf-baechi", "m-sct-baechi"} {
+		if strategy.Family(name) != strategy.FamilyPlacement {
+			t.Errorf("%s is not a placement strategy (have %v)", name, names)
+		}
+		if slices.Contains(strategy.AutoStrategies, name) {
+			t.Errorf("auto runs the reference %s", name)
+		}
+	}
 }
 
 // TestSearchAcrossFamilies: with memory to spare, splitting the batch

@@ -47,7 +47,7 @@ func TestCompareRealModels(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &c); err != nil {
 				t.Fatalf("not JSON: %v", err)
 			}
-			want := 14 // seven placers, the local search, three partitioners, dp and two hybrids
+			want := 16 // nine placers (two of them Baechi's references), the local search, three partitioners, dp and two hybrids
 			if tc.cluster == "hetero" {
 				want = 7
 			}
@@ -59,7 +59,10 @@ func TestCompareRealModels(t *testing.T) {
 				if strings.Contains(s.Error, "not applicable") {
 					continue
 				}
-				if s.Error != "" || !s.Fits {
+				// Baechi's references keep its memory check, which ignores
+				// received copies: their plans need not fit.
+				reference := strings.HasSuffix(s.Strategy, "-baechi")
+				if s.Error != "" || !s.Fits && !reference {
 					t.Errorf("%s: fits=%v error=%q", s.Strategy, s.Fits, s.Error)
 					continue
 				}
