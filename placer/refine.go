@@ -212,8 +212,24 @@ func newSchedule(p *Problem, dev []int, res *sim.Result) *schedule {
 	for op := range n {
 		s.byDev[dev[op]] = append(s.byDev[dev[op]], graph.OpID(op))
 	}
+	// By start, then end (ops of no time run at an instant, before an op
+	// starting then), then topological position: so each op's device
+	// predecessor, like its data ones, comes before it in (start,
+	// position), and the walk back along the critical path ends.
+	pos := make([]int32, n)
+	for i, op := range p.Order {
+		pos[op] = int32(i)
+	}
 	for _, ops := range s.byDev {
-		slices.SortStableFunc(ops, func(a, b graph.OpID) int { return cmp.Compare(res.Start[a], res.Start[b]) })
+		slices.SortFunc(ops, func(a, b graph.OpID) int {
+			if c := cmp.Compare(res.Start[a], res.Start[b]); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(res.End[a], res.End[b]); c != 0 {
+				return c
+			}
+			return cmp.Compare(pos[a], pos[b])
+		})
 		for i, op := range ops {
 			s.before[op] = -1
 			if i > 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/sim"
@@ -133,5 +134,43 @@ func BenchmarkRefine(b *testing.B) {
 			b.ReportMetric(float64(r.Tried), "tried")
 			b.ReportMetric(float64(r.Moved), "moved")
 		})
+	}
+}
+
+// TestRefineEndsOnTies: ops that take no time tie in the simulated
+// schedule, and the walk back along the critical path must still end:
+// it went round in a loop on the published Inception-V3 training graph
+// (costed's TestPeers), where gradient ops of no time ran at the instant
+// an op of the same device started. Here "use" is added before "make"
+// (its ID comes first), both on one device, both of no time.
+func TestRefineEndsOnTies(t *testing.T) {
+	g := graph.New("ties", 0, 0)
+	tensor := func(name string) graph.TensorID {
+		id, err := g.AddTensor(graph.Tensor{Name: name, DType: graph.Uint8, Shape: []int64{8}, ShapeKnown: true, Kind: graph.Activation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	made, used := tensor("made"), tensor("used")
+	for _, op := range []graph.Op{
+		{Name: "use", Type: "Identity", Inputs: []graph.TensorID{made}, Outputs: []graph.TensorID{used}},
+		{Name: "make", Type: "Identity", Outputs: []graph.TensorID{made}},
+	} {
+		if _, err := g.AddOp(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.Outputs = []graph.TensorID{used}
+	p, err := placer.NewProblem(g, cost.NewTable(g, twoFast, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := placer.Refine(context.Background(), p, sim.Placement{Device: []int{0, 0}}, placer.RefineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sim.Step > r.StartStep {
+		t.Errorf("%g -> %g", r.StartStep, r.Sim.Step)
 	}
 }
