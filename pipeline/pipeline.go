@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
@@ -223,12 +224,27 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	return nil
 }
 
-// resolvePins turns the device fields a TensorFlow graph carries (the
-// "_device" attribute of its ops) into pins on cluster devices, before the
-// training step copies them to gradients.
+// resolvePins turns the device fields a model carries into pins on
+// cluster devices when RespectDevices asks for it, before the training
+// step copies them to gradients: a TensorFlow graph's (the "_device"
+// attribute of its ops, resolved through the device template) and a
+// costed graph's (ops[].device, already the op's Device, a cluster
+// device's name). Without RespectDevices the model's devices pin
+// nothing, whatever its format.
 func resolvePins(_ context.Context, r *run) error {
+	g := r.model.Graph
 	if !r.opts.RespectDevices {
+		for i := range g.Ops {
+			g.Ops[i].Device = ""
+		}
 		return nil
+	}
+	for i := range g.Ops {
+		if dev := g.Ops[i].Device; dev != "" {
+			if _, ok := r.cluster.DeviceIndex(dev); !ok {
+				return &InputError{fmt.Errorf("%s: op %q: device %q is not a device of cluster %q (%s)", r.opts.ModelPath, g.Ops[i].Name, dev, r.cluster.Name, deviceList(r.cluster))}
+			}
+		}
 	}
 	tmpl := r.opts.DeviceTemplate
 	if tmpl == "" {
@@ -238,7 +254,6 @@ func resolvePins(_ context.Context, r *run) error {
 	if err != nil {
 		return &InputError{err}
 	}
-	g := r.model.Graph
 	for i := range g.Ops {
 		dev := g.Ops[i].Attrs.String("_device", "")
 		if dev == "" {
@@ -251,6 +266,21 @@ func resolvePins(_ context.Context, r *run) error {
 		g.Ops[i].Device = name
 	}
 	return nil
+}
+
+// deviceList names a cluster's devices, the first few and a count past
+// them, for messages about a device it lacks.
+func deviceList(c *cluster.Cluster) string {
+	const shown = 8
+	var names []string
+	for i := range c.Devices {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(c.Devices)-shown))
+			break
+		}
+		names = append(names, c.Devices[i].Name)
+	}
+	return "devices: " + strings.Join(names, ", ")
 }
 
 func hasPhase(g *graph.Graph, p graph.Phase) bool {
