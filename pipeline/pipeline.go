@@ -75,6 +75,17 @@ type Options struct {
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.
 	FusionReport *FusionReport
+	// Placement is a placement file to plan as given (strategy given,
+	// which a Strategy left empty or auto becomes): a map from op names,
+	// module paths (ModulePrefix) or path.Match patterns to cluster
+	// devices, or the plan file of an earlier run (see ReadPlacement).
+	// Ops it leaves out follow their colocation group (a training step's
+	// gradients and updates their forward ops), else the model's pins
+	// (RespectDevices), else Fill places them.
+	Placement string
+	// Fill names the placer that places the ops a given placement leaves
+	// out, the given ones pinned; "" makes such ops an error.
+	Fill string
 }
 
 // Timing is how long one stage took.
@@ -120,6 +131,10 @@ type run struct {
 	plan   *plan.Plan
 	// fused carries the fuse stage's result to assemble.
 	fused *fusedState
+	// wantGiven asks the placement stage to resolve a given placement,
+	// given its result.
+	wantGiven bool
+	given     *givenState
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -134,6 +149,7 @@ var stages = []stage{
 	{"cluster", loadCluster},
 	{"pins", resolvePins},
 	{"train", buildTrainingStep},
+	{"placement", resolvePlacement},
 	{"fuse", fuseGraph},
 	{"cost", buildCosts},
 	{"bound", lowerBound},
@@ -143,6 +159,9 @@ var stages = []stage{
 
 // withDefaults fills the options a caller left empty.
 func (o Options) withDefaults() Options {
+	if o.Placement != "" && (o.Strategy == "" || o.Strategy == Auto) {
+		o.Strategy = strategy.GivenStrategy
+	}
 	if o.Strategy == "" {
 		o.Strategy = Auto
 	}
@@ -162,7 +181,10 @@ func Strategies() []string { return strategy.Names() }
 // Run plans a model on a cluster.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
-	r := &run{opts: opts}
+	if opts.Placement != "" && opts.Strategy != strategy.GivenStrategy {
+		return nil, &InputError{fmt.Errorf("a placement file is planned as given, by strategy %s, not %s", strategy.GivenStrategy, opts.Strategy)}
+	}
+	r := &run{opts: opts, wantGiven: opts.Strategy == strategy.GivenStrategy}
 	res := &Result{}
 	for _, st := range stages {
 		start := time.Now()
@@ -353,6 +375,9 @@ func buildCosts(_ context.Context, r *run) error {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
 	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
+	if r.given != nil {
+		r.problem.Given = r.given.onGraph(r)
+	}
 	return nil
 }
 
@@ -361,7 +386,11 @@ func buildCosts(_ context.Context, r *run) error {
 // families, which split the batch, the work and the critical path
 // divided by the batch.
 func lowerBound(_ context.Context, r *run) error {
-	r.bound, r.boundKind = strategy.SpaceBound(r.problem, strategy.Family(r.opts.Strategy))
+	family := strategy.Family(r.opts.Strategy)
+	if g := r.problem.Given; g != nil && r.opts.Strategy == strategy.GivenStrategy {
+		family = g.Family() // a given plan file's shape
+	}
+	r.bound, r.boundKind = strategy.SpaceBound(r.problem, family)
 	return nil
 }
 
