@@ -293,3 +293,18 @@ func TestCompareListsGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestGivenCannotRun: an op given a device whose type has no time for it
+// is an input error naming the entry.
+func TestGivenCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	o := pipeline.Options{ModelPath: write(t, dir, "g.json", strings.Replace(layers, " DEVICE", "", 1)),
+		ClusterPath: write(t, dir, "c.yaml", "name: c\n"+threeGPUs+"  - {name: t, type: T4, host: h}\n"),
+		Placement:   write(t, dir, "p.yaml", "module:/enc: g0\n/head/*: t\n")}
+	_, err := pipeline.Run(context.Background(), o)
+	var in *pipeline.InputError
+	want := `p.yaml: entry "/head/*": op "/head/out" is put on t, whose device type T4 cannot run it (the model has no time for it there)`
+	if !errors.As(err, &in) || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %v, want the input error ...%s", err, want)
+	}
+}
