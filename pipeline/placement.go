@@ -257,6 +257,8 @@ type givenState struct {
 	microBatches int
 	schedule     sim.Schedule
 	notes        []string
+	// missing counts the ops left to the Fill placer.
+	missing int
 }
 
 // How an op got its given device, for notes and messages.
@@ -357,10 +359,10 @@ func resolveGiven(r *run, pf *PlacementFile) (*givenState, error) {
 		return nil, &InputError{&UnplacedError{errors.New(msg)}}
 	}
 	if len(extra) > 0 {
-		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("%s: %s of the plan %s not in the graph and %s ignored (%s)",
+		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("%s: %s of the plan %s not in the graph, so %s ignored (%s)",
 			rs.source, plan.Count(len(extra), "op", "ops"), isAre(len(extra)), itThey(len(extra)), quoteList(extra[:min(len(extra), 3)], len(extra))))
 	}
-	gs.source, gs.device = rs.source, rs.dev
+	gs.source, gs.device, gs.missing = rs.source, rs.dev, len(missing)
 	gs.notes = rs.notes()
 	return gs, nil
 }
@@ -880,6 +882,7 @@ func quoteList(names []string, total int) string {
 // (fusion merged none the placement puts apart) and their earliest rank.
 func (gs *givenState) onGraph(r *run) *strategy.Given {
 	dev, ran := gs.device, gs.ran
+	notes, joined := slices.Clone(gs.notes), 0
 	if fs := r.fused; fs != nil {
 		c := fs.coarse
 		dev = make([]int, len(c.Members))
@@ -890,16 +893,31 @@ func (gs *givenState) onGraph(r *run) *strategy.Given {
 					dev[k] = gs.device[m]
 				}
 			}
+			if dev[k] >= 0 {
+				for _, m := range members {
+					if gs.device[m] < 0 {
+						joined++
+					}
+				}
+			}
 		}
 		if ran != nil {
 			ran = ran.coarsen(c.Members)
+		}
+	}
+	if gs.missing > 0 && len(notes) > 0 {
+		last := &notes[len(notes)-1]
+		if joined > 0 {
+			*last += fmt.Sprintf(", %d left out: %d fused with given ops go with them, %d placed by %s", gs.missing, joined, gs.missing-joined, r.opts.Fill)
+		} else {
+			*last += fmt.Sprintf(", %d placed by %s", gs.missing, r.opts.Fill)
 		}
 	}
 	var prio []int32
 	if ran != nil {
 		prio = ran.priority(dev)
 	}
-	g := &strategy.Given{Source: gs.source, Fill: r.opts.Fill, Notes: gs.notes,
+	g := &strategy.Given{Source: gs.source, Fill: r.opts.Fill, Notes: notes,
 		Plan: sim.Plan{Placement: sim.Placement{Device: dev, Priority: prio}, Stages: gs.stages, MicroBatches: gs.microBatches, Schedule: gs.schedule}}
 	if gs.stageOf != nil {
 		g.Plan.OpStage = make([]int, len(dev))

@@ -37,7 +37,9 @@ type Given struct {
 	// given ops pinned where the placement puts them; "" refuses a
 	// placement that leaves any op out.
 	Fill string
-	// Notes say where the placement came from, for the plan's table.
+	// Notes say where the placement came from and what Fill placed, for
+	// the plan's table; when nil, the strategy says how many ops Fill
+	// placed.
 	Notes []string
 }
 
@@ -104,7 +106,9 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 			return nil, err
 		}
 		pl.Placement = filled
-		notes = append(notes, fmt.Sprintf("%s of %d given, %d placed by %s", plural(len(ops)-len(missing), "op"), len(ops), len(missing), g.Fill))
+		if len(notes) == 0 { // a caller's notes say what was filled in
+			notes = append(notes, fmt.Sprintf("%s of %d given, %d placed by %s", plural(len(ops)-len(missing), "op"), len(ops), len(missing), g.Fill))
+		}
 	}
 	return []Proposal{{Plan: &pl, Family: g.Family(), Notes: notes}}, nil
 }
