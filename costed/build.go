@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
@@ -88,6 +89,10 @@ func decodeV1(r io.Reader, file string) (*Model, error) {
 //   - any other edge gets a tensor of its own, "<from>-><to>", of the
 //     edge's bytes, written by from and read by to (a separate output of
 //     from, held in addition to output_bytes);
+//   - an edge that names its tensor reads "<from>:<tensor>", an output of
+//     from of its own of the edge's bytes (from's output_bytes when it
+//     gives none), which every edge from from naming it reads;
+//   - each op's device, if any, is its Device (a pin);
 //   - the output tensors of ops no edge leaves are the graph's outputs.
 //
 // Tensors are uint8 vectors, so their sizes are exact byte counts. A cycle
@@ -112,7 +117,13 @@ func buildV1(f *File, e []ends, file string) (*Model, error) {
 // ownTensor reports whether an edge carries a tensor of its own rather
 // than its source's output.
 func ownTensor(f *File, e *Edge, from int32) bool {
-	return e.TransferMS != nil || e.Bytes != nil && *e.Bytes != f.Ops[from].OutputBytes
+	return e.Tensor != "" || e.TransferMS != nil || e.Bytes != nil && *e.Bytes != f.Ops[from].OutputBytes
+}
+
+// namedTensor is a tensor an edge names: its op and name.
+type namedTensor struct {
+	from int32
+	name string
 }
 
 // build makes the graph and costs of a checked File whose edges go
@@ -144,11 +155,26 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 			nConsumers = append(nConsumers, 1)
 		}
 	}
+	// named maps each named tensor to its ID: every edge naming it reads
+	// the one value (nil while no edge names one).
+	var named map[namedTensor]graph.TensorID
 	for i := range f.Edges {
 		x := ends[i]
 		nIn[x.to]++
 		own[i] = -1
-		if ownTensor(f, &f.Edges[i], x.from) {
+		e := &f.Edges[i]
+		if e.Tensor != "" {
+			if id, ok := named[namedTensor{x.from, e.Tensor}]; ok {
+				own[i] = id
+				nConsumers[id]++
+				continue
+			}
+			if named == nil {
+				named = map[namedTensor]graph.TensorID{}
+			}
+			named[namedTensor{x.from, e.Tensor}] = graph.TensorID(nTensors)
+		}
+		if ownTensor(f, e, x.from) {
 			own[i] = graph.TensorID(nTensors)
 			nOut[x.from]++
 			nTensors++
@@ -158,11 +184,15 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		}
 	}
 	// Op names are unique (check saw to it). Unless an op is named like
-	// a tensor name the build makes ("<op>/params", "<from>-><to>"), so
-	// are the tensor names, and the graph is built without its name maps:
-	// they are made on first use, if any.
-	unique := true
+	// a tensor name the build makes ("<op>/params", "<from>-><to>") or an
+	// edge names a tensor ("<from>:<tensor>", which may meet another's),
+	// so are the tensor names, and the graph is built without its name
+	// maps: they are made on first use, if any.
+	unique := named == nil
 	for i := range f.Ops {
+		if !unique {
+			break
+		}
 		if nm := f.Ops[i].Name; strings.HasSuffix(nm, "/params") || strings.Contains(nm, "->") {
 			unique = false
 			break
@@ -208,14 +238,18 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 	for i := range f.Edges {
 		e := &f.Edges[i]
 		hasOut[ends[i].from] = true
-		if own[i] < 0 {
+		if own[i] < 0 || int(own[i]) < len(g.Tensors) { // a named tensor already added
 			continue
 		}
 		bytes := f.Ops[ends[i].from].OutputBytes
 		if e.Bytes != nil {
 			bytes = *e.Bytes
 		}
-		addTensor(e.From+"->"+e.To, bytes, graph.Activation, e.TransferMS)
+		name := e.From + "->" + e.To
+		if e.Tensor != "" {
+			name = e.From + ":" + e.Tensor
+		}
+		addTensor(name, bytes, graph.Activation, e.TransferMS)
 	}
 	// Each op's inputs and outputs, in the order they were always listed:
 	// its parameters, then its edges in; its output, then its own edges out.
@@ -237,13 +271,15 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 			inputs[to] = append(inputs[to], opOut[from])
 			continue
 		}
-		outputs[from] = append(outputs[from], own[i])
+		if f.Edges[i].Tensor == "" || !slices.Contains(outputs[from], own[i]) { // a named tensor is one output
+			outputs[from] = append(outputs[from], own[i])
+		}
 		inputs[to] = append(inputs[to], own[i])
 	}
 	for i := range f.Ops {
 		fo := &f.Ops[i]
 		phase, _ := parsePhase(fo.Phase)
-		op := graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Phase: phase,
+		op := graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Device: fo.Device, Phase: phase,
 			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: inputs[i], Outputs: outputs[i]}
 		if _, err := g.AddOpUnique(op); err != nil {
 			return nil, errorf(file, fmt.Sprintf("ops[%d]", i), "%v", err)

@@ -205,8 +205,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 	ms := 0.25
 	f := &costed.File{Format: costed.FormatV1, Name: "rt", Ops: []costed.Op{
 		{Name: "x<y>", Type: "MatMul", TimesMS: costed.Times{{Type: "T4", MS: 1}, {Type: "CPU", MS: 3.5}}, ParamBytes: 10, OutputBytes: 20, TempBytes: 30, Colocate: "g", Phase: "backward"},
-		{Name: "z", TimesMS: costed.Times{{Type: "T4", MS: 0}}},
-	}, Edges: []costed.Edge{{From: "x<y>", To: "z", Bytes: &b, TransferMS: &ms}}}
+		{Name: "z", TimesMS: costed.Times{{Type: "T4", MS: 0}}, Device: "gpu1"},
+	}, Edges: []costed.Edge{{From: "x<y>", To: "z", Bytes: &b, TransferMS: &ms}, {From: "x<y>", To: "z", Tensor: "c"}}}
 	var sb strings.Builder
 	if err := f.Encode(&sb); err != nil {
 		t.Fatal(err)
@@ -216,10 +216,11 @@ func TestEncodeRoundTrip(t *testing.T) {
   "name": "rt",
   "ops": [
     {"name":"x<y>","type":"MatMul","phase":"backward","colocate":"g","times_ms":{"CPU":3.5,"T4":1},"param_bytes":10,"output_bytes":20,"temp_bytes":30},
-    {"name":"z","times_ms":{"T4":0}}
+    {"name":"z","device":"gpu1","times_ms":{"T4":0}}
   ],
   "edges": [
-    {"from":"x<y>","to":"z","bytes":64,"transfer_ms":0.25}
+    {"from":"x<y>","to":"z","bytes":64,"transfer_ms":0.25},
+    {"from":"x<y>","to":"z","tensor":"c"}
   ]
 }
 `

@@ -231,14 +231,104 @@ func (f *File) check(file string) ([]ends, error) {
 		}
 	}
 	index = nil // a million names: let it go before the graph is built
-	if i, j := firstDuplicate(e2[:bad], len(f.Ops)); i >= 0 {
-		e := &f.Edges[i]
-		return nil, errorf(file, fmt.Sprintf("edges[%d]", i), "a second edge from %q to %q (edges[%d]); give one edge with the bytes summed", e.From, e.To, j)
+	if err := checkRepeats(f, e2[:bad], file); err != nil {
+		return nil, err
 	}
 	if badErr != nil {
 		return nil, badErr
 	}
 	return e2, nil
+}
+
+// checkRepeats reports the earliest edge that repeats an earlier one: the
+// same ops and no tensor name, or the same ops and tensor name; or that
+// names a tensor of its op an earlier edge gave other bytes or another
+// transfer time.
+func checkRepeats(f *File, e []ends, file string) error {
+	named := false
+	for i := range e {
+		if f.Edges[i].Tensor != "" {
+			named = true
+			break
+		}
+	}
+	if !named {
+		if i, j := firstDuplicate(e, len(f.Ops)); i >= 0 {
+			return repeatError(f, i, j, file)
+		}
+		return nil
+	}
+	// Unnamed edges by the counting sort, named ones (few) by a map.
+	var unnamed []ends
+	var at []int
+	type pair struct {
+		from, to int32
+		name     string
+	}
+	type value struct {
+		from int32
+		name string
+	}
+	pairs := map[pair]int{}
+	values := map[value]int{}
+	first, firstOf, mismatch := -1, -1, false
+	for i, x := range e {
+		ed := &f.Edges[i]
+		if ed.Tensor == "" {
+			unnamed, at = append(unnamed, x), append(at, i)
+			continue
+		}
+		if first >= 0 {
+			continue
+		}
+		if j, dup := pairs[pair{x.from, x.to, ed.Tensor}]; dup {
+			first, firstOf = i, j
+			continue
+		}
+		pairs[pair{x.from, x.to, ed.Tensor}] = i
+		if j, seen := values[value{x.from, ed.Tensor}]; seen {
+			if !sameValue(f, &f.Edges[j], ed, x.from) {
+				first, firstOf, mismatch = i, j, true
+			}
+			continue
+		}
+		values[value{x.from, ed.Tensor}] = i
+	}
+	if i, j := firstDuplicate(unnamed, len(f.Ops)); i >= 0 && (first < 0 || at[i] < first) {
+		return repeatError(f, at[i], at[j], file)
+	}
+	switch {
+	case first < 0:
+		return nil
+	case mismatch:
+		ed := &f.Edges[first]
+		return errorf(file, fmt.Sprintf("edges[%d]", first), "tensor %q of %q differs from edges[%d]'s in bytes or transfer_ms; every edge of one named tensor carries the same value", ed.Tensor, ed.From, firstOf)
+	}
+	return repeatError(f, first, firstOf, file)
+}
+
+// repeatError is the error for edge i repeating edge j.
+func repeatError(f *File, i, j int, file string) error {
+	e := &f.Edges[i]
+	if e.Tensor != "" {
+		return errorf(file, fmt.Sprintf("edges[%d]", i), "a second edge from %q to %q for tensor %q (edges[%d]); a tensor goes once to each op that reads it", e.From, e.To, e.Tensor, j)
+	}
+	return errorf(file, fmt.Sprintf("edges[%d]", i), "a second edge from %q to %q (edges[%d]); give one edge with the bytes summed, or name each edge's tensor (\"tensor\") when they carry different values", e.From, e.To, j)
+}
+
+// sameValue reports whether edges a and b, from the op from, carry the
+// same bytes and transfer time.
+func sameValue(f *File, a, b *Edge, from int32) bool {
+	bytes := func(e *Edge) int64 {
+		if e.Bytes != nil {
+			return *e.Bytes
+		}
+		return f.Ops[from].OutputBytes
+	}
+	if bytes(a) != bytes(b) || (a.TransferMS == nil) != (b.TransferMS == nil) {
+		return false
+	}
+	return a.TransferMS == nil || *a.TransferMS == *b.TransferMS
 }
 
 func checkEdge(f *File, index map[string]int32, i int, out *ends, total *int64, file string) error {

@@ -44,6 +44,11 @@ type Op struct {
 	Phase string `json:"phase,omitempty"`
 	// Colocate names a group whose ops must share one device.
 	Colocate string `json:"colocate,omitempty"`
+	// Device names the cluster device the op ran on or should run on;
+	// empty for none. It becomes the graph op's Device: a pin that
+	// placers honour (the pipeline keeps it only when asked to respect
+	// the model's devices, as TensorFlow's device fields).
+	Device string `json:"device,omitempty"`
 	// TimesMS is the op's time in milliseconds per device type name, as
 	// the cluster file spells the type (case-insensitive). A type not
 	// listed cannot run the op.
@@ -111,6 +116,11 @@ func (t Times) MarshalJSON() ([]byte, error) {
 type Edge struct {
 	From string `json:"from"`
 	To   string `json:"to"`
+	// Tensor, when set, names the value the edge carries: an output of
+	// From of its own, "<from>:<tensor>" in the graph, which every edge
+	// from From with this name reads. Two edges between the same ops
+	// must name different tensors.
+	Tensor string `json:"tensor,omitempty"`
 	// Bytes moved when From and To run on different devices; nil means
 	// From's OutputBytes.
 	Bytes *int64 `json:"bytes,omitempty"`

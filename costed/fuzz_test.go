@@ -22,6 +22,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"maxSizePerFPGA": 1, "nodes": [{"id": 1, "cpuLatency": 1, "fpgaLatency": 1, "size": 0}, {"id": 2, "cpuLatency": 1, "supportedOnFpga": 0, "size": 3}], "edges": [{"sourceId": 1, "destId": 2, "size": 1}]}`))
 	f.Add([]byte(doc(opA+`, `+opB, `{"from": "a", "to": "b", "bytes": 3, "transfer_ms": 1}`)))
+	f.Add([]byte(doc(opA+`, {"name": "b", "device": "gpu1", "times_ms": {"T4": 2}}`, `{"from": "a", "to": "b", "tensor": "h"}, {"from": "a", "to": "b", "tensor": "c", "bytes": 3}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := costed.Decode(data, "f.json")
 		// The v1 scanner is opplace's own: it must agree with

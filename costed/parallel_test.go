@@ -26,6 +26,9 @@ func synthDoc(n int) string {
 			b.WriteString(",\n")
 		}
 		fmt.Fprintf(&b, `{"from": "L%d/op\"{[%d\\", "to": "L%d/op\"{[%d\\"}`, (i-1)/7, i-1, i/7, i)
+		if i%4 == 0 { // the same pair again, another tensor
+			fmt.Fprintf(&b, `, {"from": "L%d/op\"{[%d\\", "tensor": "t\"}%d", "to": "L%d/op\"{[%d\\", "bytes": %d}`, (i-1)/7, i-1, i%3, i/7, i, 8+i%3)
+		}
 		if j := i / 2; j != i-1 {
 			fmt.Fprintf(&b, `, {"from": "L%d/op\"{[%d\\", "to": "L%d/op\"{[%d\\", "bytes": 17}`, j/7, j, i/7, i)
 		}
@@ -36,7 +39,11 @@ func synthDoc(n int) string {
 
 // synthOp is op i of synthDoc.
 func synthOp(i int) string {
-	return fmt.Sprintf(`{"name": "L%d/op\"{[%d\\", "type": "MatMul", "times_ms": {"V100-16GB": %g, "T4": 1e-3}, "param_bytes": %d, "output_bytes": %d}`, i/7, i, 0.01+float64(i%13)/7, i%5*1024, 4096+i)
+	dev := ""
+	if i%3 == 1 {
+		dev = fmt.Sprintf(`, "device": "gpu%d"`, i%4)
+	}
+	return fmt.Sprintf(`{"name": "L%d/op\"{[%d\\", "type": "MatMul", "times_ms": {"V100-16GB": %g, "T4": 1e-3}, "param_bytes": %d, "output_bytes": %d%s}`, i/7, i, 0.01+float64(i%13)/7, i%5*1024, 4096+i, dev)
 }
 
 // withWorkers runs f with parseWorkers set to n.
@@ -66,6 +73,7 @@ func TestParallelParse(t *testing.T) {
 		"edges before ops": `{"edges": [{"from": "a", "to": "b"}], "format": "opplace-costed-graph/v1", "ops": [` + testOpA + `, {"name": "b", "times_ms": {"T4": 2}}]}`,
 		"null edges":       `{"format": "opplace-costed-graph/v1", "ops": [` + testOpA + `], "edges": null}`,
 		"duplicate names":  testDoc(testOpA+", "+testOpA, `{"from": "a", "to": "a"}`),
+		"tensors, devices": testDoc(testOpA+`, {"name": "b", "device": "gpu1", "times_ms": {"T4": 2}}`, `{"from": "a", "to": "b", "tensor": "h"}, {"from": "a", "to": "b", "tensor": "h"}`),
 	}
 	for _, name := range []string{"tiny.json", "mlp_train.json", "bert24_layers_training.json"} {
 		valid[name] = string(mustRead(t, "../testdata/costed/"+name))
@@ -104,6 +112,8 @@ func TestParallelParse(t *testing.T) {
 		"truncated inside an op":         big[:late+30],
 		"truncated inside the edges":     big[:edge+20],
 		"unknown field in an edge":       big[:edge] + `{"fro": 1}, ` + big[edge:],
+		"a tensor name that is a number": strings.Replace(big, `"tensor": "t`, `"tensor": 7, "x": "t`, 1),
+		"a device that is an object":     strings.Replace(big, `"device": "gpu`, `"device": {}, "x": "gpu`, 1),
 		"an op that is not an object":    strings.Replace(big, `"ops": [`, `"ops": [1, `, 1),
 		"unbalanced brackets in an op":   strings.Replace(big, lateOp, strings.Replace(lateOp, `1e-3}`, `1e-3]`, 1), 1),
 		"trailing comma in the ops":      strings.Replace(big, "],\n \"edges\"", ",],\n \"edges\"", 1),
@@ -130,6 +140,7 @@ func TestParallelParse(t *testing.T) {
 func FuzzParallelParse(f *testing.F) {
 	f.Add([]byte(synthDoc(40)))
 	f.Add([]byte(testDoc(testOpA+`, {"name": "b", "times_ms": {"T4": null}}`, `{"from": "a", "to": "b", "bytes": 3}`)))
+	f.Add([]byte(testDoc(testOpA+`, {"name": "b", "device": "gpu1", "times_ms": {"T4": 2}}`, `{"from": "a", "to": "b", "tensor": "h"}, {"from": "a", "to": "b", "tensor": "c", "bytes": 3}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		one, err1 := parseV1With(bytes.NewReader(data), "f.json", false)
 		var four *File

@@ -43,8 +43,8 @@ type parser struct {
 
 var (
 	topFields  = []string{"format", "name", "ops", "edges"}
-	opFields   = []string{"name", "type", "phase", "colocate", "times_ms", "param_bytes", "output_bytes", "temp_bytes"}
-	edgeFields = []string{"from", "to", "bytes", "transfer_ms"}
+	opFields   = []string{"name", "type", "phase", "colocate", "device", "times_ms", "param_bytes", "output_bytes", "temp_bytes"}
+	edgeFields = []string{"from", "to", "tensor", "bytes", "transfer_ms"}
 )
 
 // parseV1 reads a v1 document from r without checking it beyond JSON
@@ -408,6 +408,8 @@ func (p *parser) op(op *Op, i int) error {
 			op.Phase, err = p.intern(at.in("phase"))
 		case "colocate":
 			op.Colocate, _, err = p.str(at.in("colocate"))
+		case "device":
+			op.Device, err = p.intern(at.in("device"))
 		case "times_ms":
 			op.TimesMS, err = p.timesMS(at.in("times_ms"))
 		case "param_bytes":
@@ -484,6 +486,8 @@ func (p *parser) edge(e *Edge, x *ends, i int) error {
 			e.From, x.from, from, err = p.endpoint(at.in("from"), 0)
 		case "to":
 			e.To, x.to, to, err = p.endpoint(at.in("to"), 1)
+		case "tensor":
+			e.Tensor, _, err = p.str(at.in("tensor"))
 		case "bytes":
 			var b int64
 			var ok bool

@@ -2,6 +2,7 @@ package costed_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -125,5 +126,45 @@ func TestExamplesPlan(t *testing.T) {
 					len(res.Plan.Ops), len(m.Graph.Ops), res.Plan.Fits, res.Plan.PredictedStepMS)
 			}
 		}
+	}
+}
+
+// TestDevicePins: ops[].device pins an op only when the model's devices
+// are respected, as TensorFlow's device fields; a device the cluster
+// lacks is then an input error naming the op.
+func TestDevicePins(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(exampleDir, "tiny.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := func(dev string) string {
+		p := filepath.Join(t.TempDir(), "pinned.json")
+		s := strings.Replace(string(src), `{"name": "c", `, `{"name": "c", "device": "`+dev+`", `, 1)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hetero := filepath.Join(clusterDir, "hetero.yaml")
+	for _, tc := range []struct {
+		respect bool
+		want    string // c's device
+	}{{false, "v100a"}, {true, "t4"}} {
+		res, err := pipeline.Run(context.Background(), pipeline.Options{ModelPath: pinned("t4"), ClusterPath: hetero, Strategy: "m-etf", RespectDevices: tc.respect})
+		if err != nil {
+			t.Fatalf("respect %v: %v", tc.respect, err)
+		}
+		for _, op := range res.Plan.Ops {
+			if op.Name == "c" && op.Device != tc.want {
+				t.Errorf("respect %v: c on %s, want %s", tc.respect, op.Device, tc.want)
+			}
+		}
+	}
+	path := pinned("gpu9")
+	_, err = pipeline.Run(context.Background(), pipeline.Options{ModelPath: path, ClusterPath: hetero, Strategy: "m-etf", RespectDevices: true})
+	var in *pipeline.InputError
+	want := path + `: op "c": device "gpu9" is not a device of cluster "hetero" (devices: v100a, v100b, t4, a100, cpu0)`
+	if !errors.As(err, &in) || err.Error() != want {
+		t.Errorf("unknown device: %v (%T), want the input error %s", err, err, want)
 	}
 }

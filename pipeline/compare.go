@@ -73,9 +73,14 @@ type CompareOptions struct {
 // Compare runs the stages up to placement, then every strategy, and
 // tabulates the outcomes. A strategy's failure is a row, not an error.
 func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
-	names := opts.Strategies
+	names := slices.Clone(opts.Strategies)
 	if names == nil {
-		names = Strategies()
+		// The given placement is a row when a placement file is given.
+		for _, n := range Strategies() {
+			if n != strategy.GivenStrategy || opts.Placement != "" {
+				names = append(names, n)
+			}
+		}
 	}
 	for i, n := range names {
 		r, err := resolveStrategy(n)
@@ -84,7 +89,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		}
 		names[i] = r
 	}
-	r, cfg, err := prepare(ctx, opts.Options)
+	r, cfg, err := prepare(ctx, opts.Options, opts.Placement != "" || slices.Contains(names, strategy.GivenStrategy))
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +160,8 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 
 // prepare runs the stages before placement and returns their state and
 // the strategies' configuration.
-func prepare(ctx context.Context, opts Options) (*run, strategy.Config, error) {
-	r := &run{opts: opts.withDefaults()}
+func prepare(ctx context.Context, opts Options, given bool) (*run, strategy.Config, error) {
+	r := &run{opts: opts.withDefaults(), wantGiven: given}
 	for _, st := range stages {
 		if st.name == "place" {
 			break
@@ -173,7 +178,7 @@ func prepare(ctx context.Context, opts Options) (*run, strategy.Config, error) {
 // problem every strategy receives and their configuration, for programs
 // that search the plan space themselves (benchmarks, other front ends).
 func Prepare(ctx context.Context, opts Options) (*strategy.Problem, strategy.Config, error) {
-	r, cfg, err := prepare(ctx, opts)
+	r, cfg, err := prepare(ctx, opts, opts.Placement != "" || opts.Strategy == strategy.GivenStrategy)
 	if err != nil {
 		return nil, cfg, err
 	}

@@ -69,7 +69,12 @@ func fuseGraph(_ context.Context, r *run) error {
 	if err := checkCluster(fine, g, r.cluster); err != nil {
 		return err
 	}
-	fu, err := graph.FuseOn(g, g.BuildAdjacency(), mode, deviceSets(g, r.cluster, fine))
+	sets := deviceSets(g, r.cluster, fine)
+	if r.given != nil {
+		// Fusion never merges ops the given placement puts apart.
+		sets = r.given.devicesOf(g, r.cluster, fine)
+	}
+	fu, err := graph.FuseOn(g, g.BuildAdjacency(), mode, sets)
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}

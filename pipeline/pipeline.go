@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
@@ -74,6 +75,17 @@ type Options struct {
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.
 	FusionReport *FusionReport
+	// Placement is a placement file to plan as given (strategy given,
+	// which a Strategy left empty or auto becomes): a map from op names,
+	// module paths (ModulePrefix) or path.Match patterns to cluster
+	// devices, or the plan file of an earlier run (see ReadPlacement).
+	// Ops it leaves out follow their colocation group (a training step's
+	// gradients and updates their forward ops), else the model's pins
+	// (RespectDevices), else Fill places them.
+	Placement string
+	// Fill names the placer that places the ops a given placement leaves
+	// out, the given ones pinned; "" makes such ops an error.
+	Fill string
 	// AroundStage, when set, is called as each stage starts with its
 	// name (StageImport, ...); the function it returns, if any, is called
 	// as the stage ends. The command uses it to tune the Go runtime for
@@ -127,6 +139,10 @@ type run struct {
 	plan   *plan.Plan
 	// fused carries the fuse stage's result to assemble.
 	fused *fusedState
+	// wantGiven asks the placement stage to resolve a given placement,
+	// given its result.
+	wantGiven bool
+	given     *givenState
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -141,6 +157,7 @@ var stages = []stage{
 	{"cluster", loadCluster},
 	{"pins", resolvePins},
 	{"train", buildTrainingStep},
+	{"placement", resolvePlacement},
 	{"fuse", fuseGraph},
 	{"cost", buildCosts},
 	{"bound", lowerBound},
@@ -150,6 +167,9 @@ var stages = []stage{
 
 // withDefaults fills the options a caller left empty.
 func (o Options) withDefaults() Options {
+	if o.Placement != "" && (o.Strategy == "" || o.Strategy == Auto) {
+		o.Strategy = strategy.GivenStrategy
+	}
 	if o.Strategy == "" {
 		o.Strategy = Auto
 	}
@@ -169,7 +189,10 @@ func Strategies() []string { return strategy.Names() }
 // Run plans a model on a cluster.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
-	r := &run{opts: opts}
+	if opts.Placement != "" && opts.Strategy != strategy.GivenStrategy {
+		return nil, &InputError{fmt.Errorf("a placement file is planned as given, by strategy %s, not %s", strategy.GivenStrategy, opts.Strategy)}
+	}
+	r := &run{opts: opts, wantGiven: opts.Strategy == strategy.GivenStrategy}
 	res := &Result{}
 	for _, st := range stages {
 		start := time.Now()
@@ -241,12 +264,27 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	return nil
 }
 
-// resolvePins turns the device fields a TensorFlow graph carries (the
-// "_device" attribute of its ops) into pins on cluster devices, before the
-// training step copies them to gradients.
+// resolvePins turns the device fields a model carries into pins on
+// cluster devices when RespectDevices asks for it, before the training
+// step copies them to gradients: a TensorFlow graph's (the "_device"
+// attribute of its ops, resolved through the device template) and a
+// costed graph's (ops[].device, already the op's Device, a cluster
+// device's name). Without RespectDevices the model's devices pin
+// nothing, whatever its format.
 func resolvePins(_ context.Context, r *run) error {
+	g := r.model.Graph
 	if !r.opts.RespectDevices {
+		for i := range g.Ops {
+			g.Ops[i].Device = ""
+		}
 		return nil
+	}
+	for i := range g.Ops {
+		if dev := g.Ops[i].Device; dev != "" {
+			if _, ok := r.cluster.DeviceIndex(dev); !ok {
+				return &InputError{fmt.Errorf("%s: op %q: device %q is not a device of cluster %q (%s)", r.opts.ModelPath, g.Ops[i].Name, dev, r.cluster.Name, deviceList(r.cluster))}
+			}
+		}
 	}
 	tmpl := r.opts.DeviceTemplate
 	if tmpl == "" {
@@ -256,7 +294,6 @@ func resolvePins(_ context.Context, r *run) error {
 	if err != nil {
 		return &InputError{err}
 	}
-	g := r.model.Graph
 	for i := range g.Ops {
 		dev := g.Ops[i].Attrs.String("_device", "")
 		if dev == "" {
@@ -269,6 +306,21 @@ func resolvePins(_ context.Context, r *run) error {
 		g.Ops[i].Device = name
 	}
 	return nil
+}
+
+// deviceList names a cluster's devices, the first few and a count past
+// them, for messages about a device it lacks.
+func deviceList(c *cluster.Cluster) string {
+	const shown = 8
+	var names []string
+	for i := range c.Devices {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(c.Devices)-shown))
+			break
+		}
+		names = append(names, c.Devices[i].Name)
+	}
+	return "devices: " + strings.Join(names, ", ")
 }
 
 func hasPhase(g *graph.Graph, p graph.Phase) bool {
@@ -341,6 +393,9 @@ func buildCosts(_ context.Context, r *run) error {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
 	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
+	if r.given != nil {
+		r.problem.Given = r.given.onGraph(r)
+	}
 	return nil
 }
 
@@ -349,7 +404,11 @@ func buildCosts(_ context.Context, r *run) error {
 // families, which split the batch, the work and the critical path
 // divided by the batch.
 func lowerBound(_ context.Context, r *run) error {
-	r.bound, r.boundKind = strategy.SpaceBound(r.problem, strategy.Family(r.opts.Strategy))
+	family := strategy.Family(r.opts.Strategy)
+	if g := r.problem.Given; g != nil && r.opts.Strategy == strategy.GivenStrategy {
+		family = g.Family() // a given plan file's shape
+	}
+	r.bound, r.boundKind = strategy.SpaceBound(r.problem, family)
 	return nil
 }
 

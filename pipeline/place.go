@@ -90,7 +90,8 @@ func place(ctx context.Context, r *run) error {
 	o := strategy.Evaluate(ctx, r.problem, name, recording{s})
 	r.outcomes = []strategy.Outcome{o}
 	if o.Err != nil {
-		if errors.Is(o.Err, strategy.ErrNotApplicable) {
+		var pe *strategy.PlacementError
+		if errors.Is(o.Err, strategy.ErrNotApplicable) || errors.As(o.Err, &pe) {
 			return &InputError{o.Err}
 		}
 		var inf *placer.InfeasibleError

@@ -54,6 +54,9 @@ type Problem struct {
 	// Bound is the lower bound of any plan of the space: the work spread
 	// perfectly over the cluster (see cost.LowerBound).
 	Bound cost.Bound
+	// Given is the placement strategy given plans (GivenStrategy); nil
+	// when none was given. Other strategies ignore it.
+	Given *Given
 
 	// parts shares partition problems between the pipeline strategies
 	// (nil: none shared).
@@ -90,6 +93,9 @@ type Proposal struct {
 	// Sim, when set, is the simulator's result for Plan, which the
 	// strategy already needed: the judge does not simulate it again.
 	Sim *sim.Result
+	// Family, when set, is the family of Plan's shape, where it is not
+	// the strategy's own (a given plan file's pipeline).
+	Family string
 }
 
 // Strategy proposes plans for a problem. It returns its proposals, best
@@ -203,6 +209,9 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		c := o
 		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, nil
 		c.Notes = append(slices.Clone(o.Notes), pr.Notes...)
+		if pr.Family != "" {
+			c.Family = pr.Family
+		}
 		c.Fits = p.Fits(res)
 		if !c.Fits {
 			if overflowing == nil || res.Step < overflowing.Sim.Step {

@@ -18,6 +18,7 @@ import (
 
 type compareFlags struct {
 	dimFlags
+	givenFlags
 	cluster    string
 	output     string
 	strategies []string
@@ -42,16 +43,20 @@ the throughput, its gap to its family's lower bound, whether it fits, the peak
 memory of every device, the bytes crossing devices and all-reduced, and the
 time the strategy took (solve times vary from run to run; everything else is
 deterministic). A strategy that fails is a row with its error. Exit 3 when no
-strategy fits.`,
+strategy fits. --placement FILE adds the placement you give as strategy given
+(a map from op names, module:PATH prefixes or patterns to devices, or a plan
+file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 		Example: `  opplace compare testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml
   opplace compare bert.onnx --cluster c.yaml --dim batch=16 --strategy m-etf --strategy heft -o json
-  opplace compare model.onnx --cluster c.yaml --groups 60 --ilp-seconds 30`,
+  opplace compare model.onnx --cluster c.yaml --groups 60 --ilp-seconds 30
+  opplace compare gpt2.onnx --cluster c.yaml --dim batch=8 --placement plan.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd, args[0], f)
 		},
 	}
 	f.register(cmd)
+	f.registerGiven(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
@@ -74,14 +79,15 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	if f.groups < 1 || f.ilpSeconds <= 0 {
 		return usageError{fmt.Errorf("--groups and --ilp-seconds must be positive")}
 	}
-	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{
-		Options: pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
-			Mode: f.mode, Optimizer: f.optimizer, AroundStage: collectorOffDuring,
-			Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}},
-		Strategies: f.strategies,
-	})
-	if err != nil {
+	opts := pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
+		Mode: f.mode, Optimizer: f.optimizer, AroundStage: collectorOffDuring,
+		Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}}
+	if err := f.applyCompare(&opts, f.strategies); err != nil {
 		return err
+	}
+	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{Options: opts, Strategies: f.strategies})
+	if err != nil {
+		return f.explain(err)
 	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

@@ -22,7 +22,7 @@ type deviceFlags struct {
 func (f *deviceFlags) registerDevices(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.emitModel, "emit-model", "", "write the input model to this file with each op's device (TensorFlow: node device fields; ONNX: metadata_props)")
-	fl.BoolVar(&f.respectDevices, "respect-devices", false, "pin TensorFlow nodes whose device field names a cluster device (see --device-template)")
+	fl.BoolVar(&f.respectDevices, "respect-devices", false, "pin ops whose device field names a cluster device: TensorFlow node devices (see --device-template), costed graphs' ops[].device")
 	fl.StringVar(&f.deviceTemplate, "device-template", tf.DefaultTemplate,
 		"TensorFlow device string of a cluster device; placeholders {task} (host index), {host}, {kind} (GPU or CPU), {index} (within host and kind), {name}, {type}")
 }

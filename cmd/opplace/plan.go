@@ -16,6 +16,7 @@ import (
 type planFlags struct {
 	dimFlags
 	deviceFlags
+	givenFlags
 	cluster  string
 	strategy string
 	output   string
@@ -46,7 +47,10 @@ fastest that fits. Strategies: auto (the default: the whole space, pruning
 families a bound proves cannot win), or one of
 ` + strings.Join(pipeline.Strategies(), ", ") + `
 (pipeline = pipeline:exact). Pipelines simulate a GPipe or 1F1B schedule of
---microbatches micro-batches.
+--microbatches micro-batches. --placement FILE simulates a placement you give
+(strategy given): a map from op names, module:PATH prefixes or patterns to
+devices, or a plan file of an earlier run; --fill STRATEGY places the ops it
+leaves out.
 
 Without --out the plan goes to stdout in the -o format (json by default). With
 --out FILE the plan is written there (YAML for .yaml/.yml, else JSON) and stdout
@@ -68,7 +72,10 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
   opplace plan bert.onnx --cluster c.yaml --dim batch=16 --out plan.json --svg plan.svg --trace step.json
 
   # Every op of one pipeline stage, as Graphviz source
-  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --strategy pipeline --dot s2.dot --dot-detail op --dot-stage 2`,
+  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --strategy pipeline --dot s2.dot --dot-detail op --dot-stage 2
+
+  # Score a placement you give (or an earlier plan file), m-etf placing what it leaves out
+  opplace plan gpt2.onnx --cluster 4xV100.yaml --dim batch=8 --placement split.yaml --fill m-etf -o table`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd, args[0], f)
@@ -76,6 +83,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	}
 	f.dimFlags.register(cmd)
 	f.registerDevices(cmd)
+	f.registerGiven(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
@@ -113,8 +121,8 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	// Every file the run would write is checked before any work, so a
 	// bad path costs no planning and clobbers nothing.
-	run := output.Run{Inputs: []output.Input{{What: "the model", Path: model}, {What: "the cluster file", Path: f.cluster}, {What: "the profile", Path: f.profile}},
-		Stdout: cmd.OutOrStdout()}
+	run := output.Run{Inputs: []output.Input{{What: "the model", Path: model}, {What: "the cluster file", Path: f.cluster}, {What: "the profile", Path: f.profile},
+		{What: "the placement file", Path: f.placement}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(append(f.outputs(), output.File{What: "--emit-model", Path: f.emitModel})...); err != nil {
 		return err
 	}
@@ -132,7 +140,10 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
 		AroundStage: collectorOffDuring,
 	}
-	if err := f.apply(&opts); err != nil {
+	if err := f.deviceFlags.apply(&opts); err != nil {
+		return err
+	}
+	if err := f.givenFlags.apply(&opts, cmd.Flags().Changed("strategy"), f.respectDevices); err != nil {
 		return err
 	}
 	if opts.MicroBatches, err = pipeline.ParseMicroBatches(f.microBatches); err != nil {
@@ -148,7 +159,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		printFusion(stderr, &fusion)
 	}
 	if err != nil {
-		return err
+		return f.explain(err)
 	}
 	if stdoutFormat != plan.Table {
 		for _, w := range res.Plan.Warnings {

@@ -1,0 +1,172 @@
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
+)
+
+// GivenStrategy is the strategy that plans the placement a user gave
+// (Problem.Given): it simulates exactly that placement, and has a
+// placer place the ops it leaves out when asked to (Given.Fill).
+const GivenStrategy = "given"
+
+func init() {
+	Register(GivenStrategy, FamilyPlacement, "the placement you give (a file mapping ops, modules or name patterns to devices, or an earlier plan), simulated as it is; a placer may fill in the ops it leaves out", func(cfg Config) Strategy {
+		return given{cfg: cfg.Placer}
+	})
+}
+
+// Given is a placement a user gave, on the problem's graph.
+type Given struct {
+	// Source names where the placement came from (a file), for messages.
+	Source string
+	// Plan is the placement: Device is each op's device, -1 for an op
+	// the placement leaves out; Priority, when set, the order of the ops
+	// of one device (a plan file's, from its ops' start times). A plan
+	// file's shape comes with it: its stages, replicas, micro-batches
+	// and schedule.
+	Plan sim.Plan
+	// Fill names the placer that places the ops Plan leaves out, with the
+	// given ops pinned where the placement puts them; "" refuses a
+	// placement that leaves any op out.
+	Fill string
+	// Notes say where the placement came from and what Fill placed, for
+	// the plan's table; when nil, the strategy says how many ops Fill
+	// placed.
+	Notes []string
+}
+
+// Family is the family of the given plan's shape: a pipeline of several
+// stages, data parallelism over replicas of one device, a hybrid of
+// replicas of several devices, or a placement.
+func (g *Given) Family() string {
+	pl := &g.Plan
+	if len(pl.Stages) > 1 {
+		return FamilyPipeline
+	}
+	if len(pl.Stages) == 1 && len(pl.Stages[0].Replicas) > 1 {
+		if len(pl.Stages[0].Replicas[0]) > 1 {
+			return FamilyHybrid
+		}
+		return FamilyDataParallel
+	}
+	return FamilyPlacement
+}
+
+// PlacementError is a given placement the problem cannot run as given: it
+// leaves ops out with no placer to fill them in, or puts an op on a
+// device that cannot run it. The mistake is in the input.
+type PlacementError struct{ Err error }
+
+func (e *PlacementError) Error() string { return e.Err.Error() }
+func (e *PlacementError) Unwrap() error { return e.Err }
+
+type given struct{ cfg placer.Config }
+
+func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
+	g := p.Given
+	if g == nil {
+		return nil, fmt.Errorf("%s: %w: no placement was given", GivenStrategy, ErrNotApplicable)
+	}
+	ops := p.Graph.Ops
+	if len(g.Plan.Device) != len(ops) {
+		return nil, fmt.Errorf("%s: the given placement covers %d ops, the graph has %d", GivenStrategy, len(g.Plan.Device), len(ops))
+	}
+	pl := g.Plan
+	pl.Device = slices.Clone(g.Plan.Device)
+	var missing []graph.OpID
+	for op, d := range pl.Device {
+		switch {
+		case d < 0:
+			missing = append(missing, graph.OpID(op))
+		case d >= p.Costs.NumDevices():
+			return nil, fmt.Errorf("%s: op %q is given device %d; the cluster has %d", GivenStrategy, ops[op].Name, d, p.Costs.NumDevices())
+		case !p.Costs.CanRun(graph.OpID(op), d):
+			dev := &p.Costs.Cluster.Devices[d]
+			return nil, &PlacementError{fmt.Errorf("%s puts op %q on %s, whose device type %s cannot run it (it has no time there)", g.Source, ops[op].Name, dev.Name, dev.Type.Name)}
+		}
+	}
+	notes := slices.Clone(g.Notes)
+	if len(missing) > 0 {
+		if g.Fill == "" {
+			return nil, &PlacementError{fmt.Errorf("%s leaves %s of %d unplaced (%s): give them devices, or name a placer to place them", g.Source, plural(len(missing), "op"), len(ops), opList(p.Graph, missing))}
+		}
+		if fam := g.Family(); fam != FamilyPlacement || pl.MicroBatches > 1 {
+			return nil, &PlacementError{fmt.Errorf("%s leaves %s unplaced, and a placer fills in a placement only (one stage, one replica, one micro-batch), not this %s plan", g.Source, plural(len(missing), "op"), fam)}
+		}
+		filled, err := fill(ctx, p, pl.Device, g.Fill, s.cfg)
+		if err != nil {
+			return nil, err
+		}
+		pl.Placement = filled
+		if len(notes) == 0 { // a caller's notes say what was filled in
+			notes = append(notes, fmt.Sprintf("%s of %d given, %d placed by %s", plural(len(ops)-len(missing), "op"), len(ops), len(missing), g.Fill))
+		}
+	}
+	return []Proposal{{Plan: &pl, Family: g.Family(), Notes: notes}}, nil
+}
+
+// fill places the ops devices leaves out (-1) with the named placer, the
+// others pinned to their devices, and returns the placer's placement
+// (its order included).
+func fill(ctx context.Context, p *Problem, devices []int, name string, cfg placer.Config) (sim.Placement, error) {
+	pl, err := newPlacer(name, cfg)
+	if err != nil {
+		return sim.Placement{}, &PlacementError{fmt.Errorf("filling in the placement: %w", err)}
+	}
+	// The pins go on a copy of the graph's ops, so no other strategy of
+	// the problem sees them.
+	pinned := *p.Graph
+	pinned.Ops = slices.Clone(p.Graph.Ops)
+	for op, d := range devices {
+		if d >= 0 {
+			pinned.Ops[op].Device = p.Costs.Cluster.Devices[d].Name
+		}
+	}
+	prob := *p.Problem
+	prob.Graph = &pinned
+	placed, err := pl.Place(ctx, &prob)
+	if err != nil {
+		var inf *placer.InfeasibleError
+		if errors.As(err, &inf) || ctx.Err() != nil {
+			return sim.Placement{}, err
+		}
+		return sim.Placement{}, &PlacementError{fmt.Errorf("%s cannot fill in the given placement: %w", name, err)}
+	}
+	for op, d := range devices {
+		if d >= 0 && placed.Device[op] != d {
+			return sim.Placement{}, fmt.Errorf("%s moved op %q, pinned to %s, to %s", name, p.Graph.Ops[op].Name,
+				p.Costs.Cluster.Devices[d].Name, p.Costs.Cluster.Devices[placed.Device[op]].Name)
+		}
+	}
+	return placed, nil
+}
+
+// opList names the first few of ops, and how many more there are.
+func opList(g *graph.Graph, ops []graph.OpID) string {
+	const shown = 3
+	var names []string
+	for i, op := range ops {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(ops)-shown))
+			break
+		}
+		names = append(names, fmt.Sprintf("%q", g.Ops[op].Name))
+	}
+	return strings.Join(names, ", ")
+}
+
+// plural is "1 op" or "n ops".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
