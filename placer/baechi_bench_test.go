@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/opplace/opplace/costed"
 	"github.com/opplace/opplace/costed/costedtest"
 	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/strategy"
 )
 
 // baechiSeeds is how many random layered DAGs each setup of
@@ -96,17 +99,20 @@ func BenchmarkBaechiReference(b *testing.B) {
 						}
 					})
 				}
+				b.Run(fmt.Sprintf("%s/%s/%s/local", setup.name, mem.name, link.name), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						benchLocal(b, problems)
+					}
+				})
 			}
 		}
 	}
 }
 
 // benchPlacer places each problem with the named placer and reports the
-// mean simulated step of the plans made, how many were made and how many
-// fit.
+// plans it made (reportPlans).
 func benchPlacer(b *testing.B, name string, problems []*placer.Problem) {
-	var sum, peak float64
-	placed, fits := 0, 0
+	var plans []judgedPlan
 	for _, p := range problems {
 		pl, err := placer.New(name)
 		if err != nil {
@@ -124,21 +130,68 @@ func benchPlacer(b *testing.B, name string, problems []*placer.Problem) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sum += res.Step
-		placed++
+		plans = append(plans, judgedPlan{p, res})
+	}
+	reportPlans(b, plans)
+}
+
+// benchLocal is strategy local as auto runs it: the local search, with
+// auto's work budget, from the fastest placement of m-etf, heft and m-sct
+// that fits.
+func benchLocal(b *testing.B, problems []*placer.Problem) {
+	var plans []judgedPlan
+	for _, p := range problems {
+		var start sim.Placement
+		best := math.Inf(1)
+		for _, name := range strategy.LocalSeeds {
+			pl, _ := placer.New(name)
+			got, err := pl.Place(context.Background(), p)
+			if err != nil {
+				continue
+			}
+			if res, err := p.Simulate(got); err == nil && p.Fits(res) && res.Step < best {
+				start, best = got, res.Step
+			}
+		}
+		if math.IsInf(best, 1) {
+			continue
+		}
+		r, err := placer.Refine(context.Background(), p, start, placer.RefineOptions{Work: strategy.AutoRefineWork})
+		if err != nil {
+			b.Fatal(err)
+		}
+		plans = append(plans, judgedPlan{p, r.Sim})
+	}
+	reportPlans(b, plans)
+}
+
+// judgedPlan is a problem's placement as the simulator ran it.
+type judgedPlan struct {
+	p   *placer.Problem
+	res *sim.Result
+}
+
+// reportPlans reports the mean simulated step of the plans made
+// (sim-ms), how many were made (placed) and how many fit (fits), and the
+// mean share of its memory their fullest device peaks at (peak-%).
+func reportPlans(b *testing.B, plans []judgedPlan) {
+	var sum, peak float64
+	fits := 0
+	for _, j := range plans {
+		sum += j.res.Step
 		var worst float64
-		for d, b := range res.PeakMemory {
-			worst = max(worst, float64(b)/float64(p.Costs.Cluster.Devices[d].Memory))
+		for d, m := range j.res.PeakMemory {
+			worst = max(worst, float64(m)/float64(j.p.Costs.Cluster.Devices[d].Memory))
 		}
 		peak += worst
-		if p.Fits(res) {
+		if j.p.Fits(j.res) {
 			fits++
 		}
 	}
-	if placed > 0 {
-		b.ReportMetric(1e3*sum/float64(placed), "sim-ms")
-		b.ReportMetric(100*peak/float64(placed), "peak-%")
+	if n := len(plans); n > 0 {
+		b.ReportMetric(1e3*sum/float64(n), "sim-ms")
+		b.ReportMetric(100*peak/float64(n), "peak-%")
 	}
-	b.ReportMetric(float64(placed), "placed")
+	b.ReportMetric(float64(len(plans)), "placed")
 	b.ReportMetric(float64(fits), "fits")
 }
