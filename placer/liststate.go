@@ -1,7 +1,9 @@
 package placer
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
@@ -47,6 +49,10 @@ type listState struct {
 	// graph input or received activation) and, for activations, when the
 	// copy arrives.
 	held tensorDev[float64]
+	// links holds the committed transfers; xfers is the plan of the last
+	// dataReady.
+	links *links
+	xfers []transfer
 	// consumersLeft counts each tensor's consumers not yet scheduled.
 	consumersLeft []int32
 	isOutput      []bool
@@ -83,6 +89,7 @@ func newListState(p *Problem) (*listState, error) {
 		used:          make([]int64, nd),
 		classDev:      make([]int, len(lim.allowed)),
 		held:          newTensorDev[float64](len(g.Tensors), nd),
+		links:         newLinks(p.Costs.Cluster),
 		consumersLeft: make([]int32, len(g.Tensors)),
 		isOutput:      make([]bool, len(g.Tensors)),
 	}
@@ -273,8 +280,15 @@ func (s *listState) eligible(op graph.OpID, d int) bool {
 	return s.lim.allows(op, d)
 }
 
-// dataReady is when every input of op could be on device d.
+// dataReady is when every input of op could be on device d. It plans
+// in s.xfers the transfers that would bring the inputs d lacks, as the
+// simulator makes them: each from its producer's device once the
+// producer ends, in that order (ties by tensor), in the first slot its
+// route's channels leave (see links), taking TensorTransfer. Committed
+// transfers only fill the channels, so the time never decreases as
+// other ops are placed.
 func (s *listState) dataReady(op graph.OpID, d int) float64 {
+	s.xfers = s.xfers[:0]
 	var t float64
 	for _, in := range s.inputs[op] {
 		pr := s.g.Tensors[in].Producer
@@ -288,9 +302,19 @@ func (s *listState) dataReady(op graph.OpID, d int) float64 {
 			if at, ok := s.held.get(in, d); ok {
 				t = max(t, at)
 			} else {
-				t = max(t, s.end[pr]+s.p.Costs.Transfer(pd, d, s.g.Tensors[in].Bytes()))
+				s.xfers = append(s.xfers, transfer{t: in, from: pd, start: s.end[pr]})
 			}
 		}
+	}
+	slices.SortFunc(s.xfers, func(a, b transfer) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.t, b.t))
+	})
+	for i := range s.xfers {
+		x := &s.xfers[i]
+		dur := s.p.Costs.TensorTransfer(x.t, x.from, d)
+		x.start = s.links.slot(x.from, d, x.start, dur, s.xfers[:i])
+		x.end = x.start + dur
+		t = max(t, x.end)
 	}
 	for _, c := range s.g.Ops[op].ControlDeps {
 		t = max(t, s.end[c])
@@ -379,17 +403,18 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	s.order = append(s.order, op)
 	for _, in := range s.inputs[op] {
 		tn := &g.Tensors[in]
-		local := tn.Producer != graph.NoOp && s.dev[tn.Producer] == d
-		if _, ok := s.held.get(in, d); !ok && !local {
-			at := 0.0
-			if tn.Producer != graph.NoOp {
-				pd := s.dev[tn.Producer]
-				at = s.end[tn.Producer] + costs.Transfer(pd, d, tn.Bytes())
-			}
-			s.held.set(in, d, at)
+		if _, ok := s.held.get(in, d); !ok && tn.Producer == graph.NoOp {
+			s.held.set(in, d, 0)
 			s.used[d] += tn.Bytes()
 			s.unreserve(in, d)
 		}
+	}
+	s.dataReady(op, d)
+	for _, x := range s.xfers {
+		s.links.commit(x.from, d, x.start, x.end)
+		s.held.set(x.t, d, x.end)
+		s.used[d] += g.Tensors[x.t].Bytes()
+		s.unreserve(x.t, d)
 	}
 	s.used[d] += costs.OutputBytes(op)
 	for _, out := range g.Ops[op].Outputs {

@@ -21,11 +21,14 @@ func init() {
 // allocated when the op is scheduled, scratch is transient, and an
 // activation is freed once all its consumers are scheduled.
 //
-// The search costs O(n·d·log n) for n ops on d devices: an op's
-// data-ready time on a device is fixed once it is ready, so each device
+// The search costs about O(n·d·log n) for n ops on d devices: each device
 // keeps its ready ops in two heaps, those whose data arrives after the
 // device is free (by arrival, then position) and those already waiting
 // (by position); scheduled or no-longer-eligible ops are dropped lazily.
+// An op's data-ready time on a device only grows as other ops' transfers
+// fill the channels (see listState.dataReady), so a heap key is a lower
+// bound, refreshed when its entry comes to the top: the top after
+// refreshing is the true minimum.
 type metf struct{}
 
 func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
@@ -63,11 +66,22 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 					h.Pop() // scheduled, or its class went elsewhere
 					continue
 				}
+				ready := s.dataReady(e.op, d)
+				switch {
+				case h == waiting[d] && ready > s.devFree[d]:
+					h.Pop() // its channels filled up: it waits for data again
+					later[d].Push(entry{ready, e.pos, e.op})
+					continue
+				case h == later[d] && ready > e.key:
+					h.Pop()
+					h.Push(entry{ready, e.pos, e.op})
+					continue
+				}
 				if !s.fits(e.op, d) {
 					skipped = append(skipped, h.Pop())
 					continue
 				}
-				found, start = e.op, max(e.key, s.devFree[d])
+				found, start = e.op, max(ready, s.devFree[d])
 				break
 			}
 			for _, e := range skipped {

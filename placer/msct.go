@@ -295,7 +295,7 @@ func (s *listState) earliest(op graph.OpID, d int) float64 {
 		if s.dev[pr] == d {
 			t = max(t, s.end[pr])
 		} else {
-			t = max(t, s.end[pr]+s.p.Costs.Transfer(s.dev[pr], d, s.g.Tensors[in].Bytes()))
+			t = max(t, s.end[pr]+s.p.Costs.TensorTransfer(in, s.dev[pr], d))
 		}
 	}
 	return t

@@ -133,6 +133,9 @@ func (t *timeline) insert(start, end float64) {
 // length dur: the first gap that holds it, or the end of the last
 // interval.
 func (t *timeline) earliest(ready, dur float64) float64 {
+	if ready >= t.last {
+		return ready // nothing ends after ready: the common case, without a descent
+	}
 	// first: the first interval ending after ready.
 	first := int32(0)
 	for x := t.root; x != 0; {
