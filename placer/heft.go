@@ -27,10 +27,16 @@ func init() {
 type heft struct{}
 
 func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
+	return placeHEFT(ctx, s)
+}
+
+// placeHEFT places every op of s's problem by HEFT.
+func placeHEFT(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	order := heftOrder(p, s)
 	busy := make([]*timeline, s.nd)
 	for d := range busy {
@@ -50,7 +56,7 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			if bestDev >= 0 && st+dur >= bestEnd {
 				continue
 			}
-			if !s.fits(op, d) {
+			if !s.fits(op, d, st) {
 				continue
 			}
 			bestDev, bestStart, bestEnd = d, st, st+dur

@@ -32,10 +32,16 @@ func init() {
 type metf struct{}
 
 func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
+	return etf(ctx, s)
+}
+
+// etf places every op of s's problem by m-ETF.
+func etf(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	later := make([]*minheap.Heap[entry], s.nd)   // data arrives after the device is free
 	waiting := make([]*minheap.Heap[entry], s.nd) // data already there: by position
 	for d := range later {
@@ -77,12 +83,11 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 					h.Push(entry{ready, e.pos, e.op})
 					continue
 				}
-				if !s.fits(e.op, d) {
-					skipped = append(skipped, h.Pop())
-					continue
+				if at := max(ready, s.devFree[d]); s.fits(e.op, d, at) {
+					found, start = e.op, at
+					break
 				}
-				found, start = e.op, max(ready, s.devFree[d])
-				break
+				skipped = append(skipped, h.Pop())
 			}
 			for _, e := range skipped {
 				h.Push(e)

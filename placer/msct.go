@@ -214,10 +214,17 @@ func favourites(p *Problem, gg *groupGraph, x []float64) []graph.OpID {
 
 // sctSchedule is m-ETF with devices kept for favourite children.
 func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
+	return sct(ctx, s, fav)
+}
+
+// sct places every op of s's problem by m-ETF with devices kept for
+// favourite children fav.
+func sct(ctx context.Context, s *listState, fav []graph.OpID) (sim.Placement, error) {
+	p := s.p
 	keep := make([]graph.OpID, s.nd) // the child each device is kept for
 	for d := range keep {
 		keep[d] = -1
@@ -246,7 +253,7 @@ func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placeme
 				if !better(urgent, op, d, start) && !better(kept, op, d, start) {
 					continue
 				}
-				if !s.fits(op, d) {
+				if !s.fits(op, d, start) {
 					continue
 				}
 				if better(urgent, op, d, start) {

@@ -20,10 +20,16 @@ func init() {
 type mtopo struct{}
 
 func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
+	return placeTopo(ctx, s)
+}
+
+// placeTopo places every op of s's problem by m-TOPO.
+func placeTopo(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	var total, largest int64
 	for i := range p.Graph.Tensors {
 		t := &p.Graph.Tensors[i]
@@ -59,7 +65,7 @@ func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 					}
 					continue
 				}
-				if s.fits(op, c) {
+				if s.fits(op, c, s.startOn(op, c)) {
 					d = c
 					break
 				}
@@ -72,7 +78,7 @@ func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			return sim.Placement{}, s.noRoom(op)
 		}
 		placed[d] += s.need(op, d)
-		s.schedule(op, d, max(s.devFree[d], s.dataReady(op, d)))
+		s.schedule(op, d, s.startOn(op, d))
 	}
 	return s.placement(), nil
 }
