@@ -30,11 +30,7 @@ func init() {
 type expert struct{}
 
 func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p, nil)
-	if err != nil {
-		return sim.Placement{}, err
-	}
-	return placeExpert(ctx, s)
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeExpert(ctx, s) })
 }
 
 // placeExpert places every op of s's problem in blocks.

@@ -27,11 +27,7 @@ func init() {
 type heft struct{}
 
 func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p, nil)
-	if err != nil {
-		return sim.Placement{}, err
-	}
-	return placeHEFT(ctx, s)
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeHEFT(ctx, s) })
 }
 
 // placeHEFT places every op of s's problem by HEFT.

@@ -32,11 +32,7 @@ func init() {
 type metf struct{}
 
 func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p, nil)
-	if err != nil {
-		return sim.Placement{}, err
-	}
-	return etf(ctx, s)
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return etf(ctx, s) })
 }
 
 // etf places every op of s's problem by m-ETF.

@@ -214,11 +214,7 @@ func favourites(p *Problem, gg *groupGraph, x []float64) []graph.OpID {
 
 // sctSchedule is m-ETF with devices kept for favourite children.
 func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placement, error) {
-	s, err := newListState(p, nil)
-	if err != nil {
-		return sim.Placement{}, err
-	}
-	return sct(ctx, s, fav)
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return sct(ctx, s, fav) })
 }
 
 // sct places every op of s's problem by m-ETF with devices kept for

@@ -20,11 +20,7 @@ func init() {
 type mtopo struct{}
 
 func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p, nil)
-	if err != nil {
-		return sim.Placement{}, err
-	}
-	return placeTopo(ctx, s)
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeTopo(ctx, s) })
 }
 
 // placeTopo places every op of s's problem by m-TOPO.
