@@ -29,7 +29,11 @@ func init() {
 // rather than the forward pass alone filling the first third of them.
 type expert struct{}
 
-func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+func (e expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(e.PlaceJudged(ctx, p))
+}
+
+func (expert) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeExpert(ctx, s) })
 }
 

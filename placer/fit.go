@@ -27,7 +27,9 @@ const fitRounds = 4
 // up over rounds); the first placement that fits is returned. After
 // fitRounds such rounds, or when place finds no room under the lowered
 // capacities, the error is an *InfeasibleError that says so.
-func placeFitting(p *Problem, place func(*listState) (sim.Placement, error)) (sim.Placement, error) {
+//
+// It returns the simulator's result for the placement too.
+func placeFitting(p *Problem, place func(*listState) (sim.Placement, error)) (sim.Placement, *sim.Result, error) {
 	devs := p.Costs.Cluster.Devices
 	capacity := make([]int64, len(devs))
 	for d := range devs {
@@ -36,18 +38,25 @@ func placeFitting(p *Problem, place func(*listState) (sim.Placement, error)) (si
 	for round := 0; ; round++ {
 		s, err := newListState(p, capacity)
 		if err != nil {
-			return sim.Placement{}, err
+			return sim.Placement{}, nil, err
 		}
 		pl, err := place(s)
 		if err != nil {
 			if inf := (*InfeasibleError)(nil); errors.As(err, &inf) && round > 0 {
 				inf.Detail += "; " + lowered(p, capacity)
 			}
-			return sim.Placement{}, err
+			return sim.Placement{}, nil, err
+		}
+		// The predicted peaks are all that is left to use of the
+		// schedule's state: taken before simulating, the state is
+		// garbage while the simulator runs.
+		predicted := make([]int64, len(devs))
+		for d := range predicted {
+			predicted[d] = s.mem[d].peak(0, math.Inf(1))
 		}
 		res, err := p.Simulate(pl)
 		if err != nil {
-			return sim.Placement{}, err
+			return sim.Placement{}, nil, err
 		}
 		worst, over := -1, int64(0)
 		for d, peak := range res.PeakMemory {
@@ -55,17 +64,17 @@ func placeFitting(p *Problem, place func(*listState) (sim.Placement, error)) (si
 				// Below the predicted peak too: lowering only the
 				// capacity may leave every decision, and the plan, as
 				// they were.
-				capacity[d] = min(capacity[d], s.mem[d].peak(0, math.Inf(1))) - o
+				capacity[d] = min(capacity[d], predicted[d]) - o
 				if o > over {
 					worst, over = d, o
 				}
 			}
 		}
 		if worst < 0 {
-			return pl, nil
+			return pl, res, nil
 		}
 		if round == fitRounds {
-			return sim.Placement{}, Infeasible(p, fmt.Sprintf("placed %d times, the simulator still found %s over its memory: it peaks at %s, which holds %s",
+			return sim.Placement{}, nil, Infeasible(p, fmt.Sprintf("placed %d times, the simulator still found %s over its memory: it peaks at %s, which holds %s",
 				fitRounds+1, devs[worst].Name, cluster.FormatBytes(res.PeakMemory[worst]), cluster.FormatBytes(devs[worst].Memory)))
 		}
 	}

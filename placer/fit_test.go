@@ -2,6 +2,7 @@ package placer
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // end, do not fit one 1000-byte device.
 // One scheduler puts both on d0 until it is given less than d0 holds,
 // and gets a second round; one always does, and is refused after the
-// last round.
+// last round. The result placeFitting returns is the simulator's.
 func TestPlaceFitting(t *testing.T) {
 	b := graphtest.New("two").Input("x", 8).Op("a", 1e9, 600, "x").Op("b", 1e9, 600, "x").Output("a", "b")
 	dev := graphtest.Device{FLOPS: 1e9, Memory: 1000}
@@ -38,9 +39,12 @@ func TestPlaceFitting(t *testing.T) {
 			return s.placement(), nil
 		}
 	}
-	pl, err := placeFitting(p, place(true))
+	pl, res, err := placeFitting(p, place(true))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want, err := p.Simulate(pl); err != nil || !reflect.DeepEqual(res, want) {
+		t.Errorf("placeFitting's result is not the simulator's for its placement (%v)", err)
 	}
 	// Round 0 peaks at 1208 B on d0 (x, a and b), as predicted: 208 B
 	// over, so d0 is taken as 208 B below 1000.
@@ -51,7 +55,7 @@ func TestPlaceFitting(t *testing.T) {
 		t.Errorf("a and b both on d%d", pl.Device[0])
 	}
 	seen = nil
-	_, err = placeFitting(p, place(false))
+	_, _, err = placeFitting(p, place(false))
 	var inf *InfeasibleError
 	if !errors.As(err, &inf) || !strings.Contains(inf.Detail, "placed 5 times, the simulator still found d0 over its memory: it peaks at 1.18 KiB, which holds 1000 B") {
 		t.Errorf("got %v", err)

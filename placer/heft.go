@@ -26,7 +26,11 @@ func init() {
 // topological position, so a predecessor always comes first.
 type heft struct{}
 
-func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+func (h heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(h.PlaceJudged(ctx, p))
+}
+
+func (heft) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeHEFT(ctx, s) })
 }
 

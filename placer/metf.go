@@ -31,7 +31,11 @@ func init() {
 // refreshing is the true minimum.
 type metf struct{}
 
-func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+func (m metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+func (metf) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	return placeFitting(p, func(s *listState) (sim.Placement, error) { return etf(ctx, s) })
 }
 

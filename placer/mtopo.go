@@ -19,7 +19,11 @@ func init() {
 // share cap. It ignores time entirely: the balanced-memory baseline.
 type mtopo struct{}
 
-func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+func (m mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+func (mtopo) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeTopo(ctx, s) })
 }
 
