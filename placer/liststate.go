@@ -56,9 +56,17 @@ type listState struct {
 	// copy arrives.
 	held tensorDev[float64]
 	// links holds the committed transfers; xfers is the plan of the last
-	// dataReady.
-	links *links
-	xfers []transfer
+	// dataReady, for planned: the op, the device and how many ops were
+	// placed then, since nothing else changes the plan. m-ETF asks for
+	// the same plan when an op comes to a heap's top and again whether
+	// it fits there.
+	links   *links
+	xfers   []transfer
+	planned struct {
+		op          graph.OpID
+		dev, placed int
+		ready       float64
+	}
 	// consumersLeft counts each tensor's consumers not yet scheduled.
 	consumersLeft []int32
 	isOutput      []bool
@@ -113,6 +121,7 @@ func newListState(p *Problem, capacity []int64) (*listState, error) {
 		s.one = append(s.one, []int{d})
 		s.mem[d] = newUsage()
 	}
+	s.planned.op = -1
 	for i := range s.classDev {
 		s.classDev[i] = -1
 	}
@@ -305,6 +314,9 @@ func (s *listState) eligible(op graph.OpID, d int) bool {
 // transfers only fill the channels, so the time never decreases as
 // other ops are placed.
 func (s *listState) dataReady(op graph.OpID, d int) float64 {
+	if pl := &s.planned; pl.op == op && pl.dev == d && pl.placed == len(s.order) {
+		return pl.ready
+	}
 	s.xfers = s.xfers[:0]
 	var t float64
 	for _, in := range s.inputs[op] {
@@ -336,6 +348,7 @@ func (s *listState) dataReady(op graph.OpID, d int) float64 {
 	for _, c := range s.g.Ops[op].ControlDeps {
 		t = max(t, s.end[c])
 	}
+	s.planned.op, s.planned.dev, s.planned.placed, s.planned.ready = op, d, len(s.order), t
 	return t
 }
 
@@ -516,14 +529,11 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	s.end[op] = end
 	s.devFree[d] = max(s.devFree[d], end)
 	s.order = append(s.order, op)
-	u.add(start, costs.OutputBytes(op))
+	u.add(start, costs.OutputBytes(op)+costs.TempBytes(op))
+	u.add(end, -costs.TempBytes(op))
 	for _, out := range g.Ops[op].Outputs {
 		s.unreserve(out, d)
 		s.lastUse.set(out, d, end)
-	}
-	if tmp := costs.TempBytes(op); tmp > 0 {
-		u.add(start, tmp)
-		u.add(end, -tmp)
 	}
 	if first {
 		for _, t := range s.reserve[c] {
