@@ -12,9 +12,12 @@ import (
 )
 
 // listState is the bookkeeping shared by list-scheduling placers: where
-// each scheduled op runs and ends, when each device is free, which tensors
-// each device holds and how much memory that takes, and which device each
-// colocation class went to.
+// each scheduled op runs and ends, when each device is free, which
+// transfers occupy the simulator's channels when, which tensors each
+// device holds and how much memory that takes over the predicted step,
+// and which device each colocation class went to. It follows the
+// simulator's rules (sim.Run) on the placer's predicted times, so a
+// placer optimises the step it is judged by.
 //
 // Memory is checked per colocation group, not only per op: when the
 // first op of a group (in training, a forward op whose gradient and

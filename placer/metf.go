@@ -16,10 +16,11 @@ func init() {
 // with the earliest start time, max(device free, inputs arrived), ties by
 // topological position then device index. A device is eligible only if
 // the op may run there (pins, device types, colocation) and the op's new
-// resident inputs, received inputs, outputs and scratch fit in what is
-// left there. Memory is tracked in scheduling order: outputs are
-// allocated when the op is scheduled, scratch is transient, and an
-// activation is freed once all its consumers are scheduled.
+// resident inputs, received inputs, outputs and scratch fit there at the
+// instants the simulator would allocate them. Inputs arrive and memory
+// is held and freed as in the simulator, on the predicted times (see
+// listState.dataReady and listState.fits), and the placement is checked
+// by simulating it (placeFitting).
 //
 // The search costs about O(n·d·log n) for n ops on d devices: each device
 // keeps its ready ops in two heaps, those whose data arrives after the
