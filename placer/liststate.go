@@ -434,8 +434,16 @@ func (s *listState) limit(op graph.OpID, d int) int64 {
 func (s *listState) fits(op graph.OpID, d int, start float64) bool {
 	early, own := s.demand(op, d)
 	s.dataReady(op, d)
-	slices.SortFunc(s.xfers, func(a, b transfer) int { return cmp.Compare(a.start, b.start) })
 	lim, u := s.limit(op, d), s.mem[d]
+	tmp := s.p.Costs.TempBytes(op)
+	all := early + own + tmp
+	for _, x := range s.xfers {
+		all += s.recvBytes(x.t, d)
+	}
+	if u.peak(math.Inf(-1), math.Inf(1))+all <= lim {
+		return true // all of it at the device's peak: the common case, at once
+	}
+	slices.SortFunc(s.xfers, func(a, b transfer) int { return cmp.Compare(a.start, b.start) })
 	// over reports whether holding add more over [from, to) passes lim.
 	over := func(add int64, from, to float64) bool { return add > 0 && u.peak(from, to)+add > lim }
 	add, from := early, 0.0
@@ -449,7 +457,7 @@ func (s *listState) fits(op graph.OpID, d int, start float64) bool {
 		return false
 	}
 	add += own
-	if tmp := s.p.Costs.TempBytes(op); over(add+tmp, start, start+s.p.Costs.OpTime(op, d)) {
+	if over(add+tmp, start, start+s.p.Costs.OpTime(op, d)) {
 		return false
 	}
 	return !over(add, start, math.Inf(1))

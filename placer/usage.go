@@ -117,6 +117,9 @@ func (u *usage) peak(from, to float64) int64 {
 	if from >= u.latest {
 		return u.total
 	}
+	if n := &u.nodes[u.root]; math.IsInf(from, -1) && math.IsInf(to, 1) {
+		return max(0, n.peak) // nothing is held before the first change
+	}
 	best := u.level(from)
 	// Find the first node strictly inside (from, to) on the search path:
 	// the root of the smallest subtree holding all of them.

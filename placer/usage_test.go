@@ -51,6 +51,9 @@ func TestUsageMatchesBruteForce(t *testing.T) {
 			if got, want := u.peak(from, to), peakOf(cs, from, to); got != want {
 				t.Fatalf("seed %d step %d: peak(%g, %g) = %d, want %d", seed, i, from, to, got, want)
 			}
+			if got, want := u.peak(math.Inf(-1), math.Inf(1)), peakOf(cs, math.Inf(-1), math.Inf(1)); got != want {
+				t.Fatalf("seed %d step %d: peak over all time = %d, want %d", seed, i, got, want)
+			}
 		}
 	}
 }
