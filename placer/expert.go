@@ -29,11 +29,17 @@ func init() {
 // rather than the forward pass alone filling the first third of them.
 type expert struct{}
 
-func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
-	if err != nil {
-		return sim.Placement{}, err
-	}
+func (e expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(e.PlaceJudged(ctx, p))
+}
+
+func (expert) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeExpert(ctx, s) })
+}
+
+// placeExpert places every op of s's problem in blocks.
+func placeExpert(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	t := p.Costs
 	// speed[d]: the work (in fastest-device seconds) d does per second.
 	speed := make([]float64, s.nd)
@@ -88,20 +94,20 @@ func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		}
 		done += f
 		d := -1
-		if s.eligible(op, cur) && s.fits(op, cur) {
+		if s.eligible(op, cur) && s.fits(op, cur, s.startOn(op, cur)) {
 			d = cur
 		} else if cands := s.candidates(op); len(cands) == 1 || !s.lim.allows(op, cur) {
 			// Pinned, colocated elsewhere or not runnable here: its own
 			// fastest allowed device, without ending the block.
 			for _, c := range cands {
-				if s.fits(op, c) && (d < 0 || t.OpTime(op, c) < t.OpTime(op, d)) {
+				if s.fits(op, c, s.startOn(op, c)) && (d < 0 || t.OpTime(op, c) < t.OpTime(op, d)) {
 					d = c
 				}
 			}
 		} else {
 			// Out of memory: end the block early.
 			for c := cur + 1; c < s.nd && d < 0; c++ {
-				if s.eligible(op, c) && s.fits(op, c) {
+				if s.eligible(op, c) && s.fits(op, c, s.startOn(op, c)) {
 					d, cur = c, c
 				}
 			}
@@ -109,7 +115,7 @@ func (expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		if d < 0 {
 			return sim.Placement{}, s.noRoom(op)
 		}
-		s.schedule(op, d, max(s.devFree[d], s.dataReady(op, d)))
+		s.schedule(op, d, s.startOn(op, d))
 	}
 	return s.placement(), nil
 }

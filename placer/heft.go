@@ -26,11 +26,17 @@ func init() {
 // topological position, so a predecessor always comes first.
 type heft struct{}
 
-func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
-	if err != nil {
-		return sim.Placement{}, err
-	}
+func (h heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(h.PlaceJudged(ctx, p))
+}
+
+func (heft) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeHEFT(ctx, s) })
+}
+
+// placeHEFT places every op of s's problem by HEFT.
+func placeHEFT(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	order := heftOrder(p, s)
 	busy := make([]*timeline, s.nd)
 	for d := range busy {
@@ -50,7 +56,7 @@ func (heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			if bestDev >= 0 && st+dur >= bestEnd {
 				continue
 			}
-			if !s.fits(op, d) {
+			if !s.fits(op, d, st) {
 				continue
 			}
 			bestDev, bestStart, bestEnd = d, st, st+dur

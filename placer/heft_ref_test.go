@@ -37,9 +37,9 @@ func insertInterval(busy []interval, iv interval) []interval {
 	return slices.Insert(busy, i, iv)
 }
 
-// scanHEFT is heft.Place with the slice timeline.
+// scanHEFT is placeHEFT with the slice timeline.
 func scanHEFT(p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
@@ -54,7 +54,7 @@ func scanHEFT(p *Problem) (sim.Placement, error) {
 			if bestDev >= 0 && st+dur >= bestEnd {
 				continue
 			}
-			if !s.fits(op, d) {
+			if !s.fits(op, d, st) {
 				continue
 			}
 			bestDev, bestStart, bestEnd = d, st, st+dur
@@ -200,7 +200,11 @@ func TestHEFTMatchesScan(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, errWant := scanHEFT(p)
-				got, errGot := heft{}.Place(context.Background(), p)
+				s, err := newListState(p, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, errGot := placeHEFT(context.Background(), s)
 				if (errWant == nil) != (errGot == nil) {
 					t.Fatalf("scan: %v, timeline: %v", errWant, errGot)
 				}
@@ -226,7 +230,7 @@ func TestHEFTMatchesScan(t *testing.T) {
 // insertedSomewhere reports whether the priorities differ from HEFT's
 // rank order on some device, i.e. an op went into an earlier gap.
 func insertedSomewhere(p *Problem, pl sim.Placement) bool {
-	s, _ := newListState(p)
+	s, _ := newListState(p, nil)
 	order := heftOrder(p, s)
 	last := map[int]int32{}
 	for _, op := range order {

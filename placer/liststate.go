@@ -1,7 +1,10 @@
 package placer
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
@@ -9,9 +12,12 @@ import (
 )
 
 // listState is the bookkeeping shared by list-scheduling placers: where
-// each scheduled op runs and ends, when each device is free, which tensors
-// each device holds and how much memory that takes, and which device each
-// colocation class went to.
+// each scheduled op runs and ends, when each device is free, which
+// transfers occupy the simulator's channels when, which tensors each
+// device holds and how much memory that takes over the predicted step,
+// and which device each colocation class went to. It follows the
+// simulator's rules (sim.Run) on the placer's predicted times, so a
+// placer optimises the step it is judged by.
 //
 // Memory is checked per colocation group, not only per op: when the
 // first op of a group (in training, a forward op whose gradient and
@@ -41,12 +47,29 @@ type listState struct {
 	dev       []int
 	end       []float64
 	devFree   []float64
-	used      []int64
 	classDev  []int
+	// capacity is each device's memory as the placer may use it; mem its
+	// use over the predicted step (see schedule); lastUse, per tensor
+	// and device holding a copy, when the copy is last needed there.
+	capacity []int64
+	mem      []*usage
+	lastUse  tensorDev[float64]
 	// held records which device holds a copy of which tensor (resident,
 	// graph input or received activation) and, for activations, when the
 	// copy arrives.
 	held tensorDev[float64]
+	// links holds the committed transfers; xfers is the plan of the last
+	// dataReady, for planned: the op, the device and how many ops were
+	// placed then, since nothing else changes the plan. m-ETF asks for
+	// the same plan when an op comes to a heap's top and again whether
+	// it fits there.
+	links   *links
+	xfers   []transfer
+	planned struct {
+		op          graph.OpID
+		dev, placed int
+		ready       float64
+	}
 	// consumersLeft counts each tensor's consumers not yet scheduled.
 	consumersLeft []int32
 	isOutput      []bool
@@ -65,7 +88,9 @@ type listState struct {
 	headroom []int64
 }
 
-func newListState(p *Problem) (*listState, error) {
+// newListState starts the bookkeeping of problem p with each device's
+// memory taken as capacity (the cluster's when nil).
+func newListState(p *Problem, capacity []int64) (*listState, error) {
 	g := p.Graph
 	n, nd := len(g.Ops), p.Costs.NumDevices()
 	lim, err := newLimits(p)
@@ -80,15 +105,26 @@ func newListState(p *Problem) (*listState, error) {
 		dev:           make([]int, n),
 		end:           make([]float64, n),
 		devFree:       make([]float64, nd),
-		used:          make([]int64, nd),
+		capacity:      capacity,
+		mem:           make([]*usage, nd),
+		lastUse:       newTensorDev[float64](len(g.Tensors), nd),
 		classDev:      make([]int, len(lim.allowed)),
 		held:          newTensorDev[float64](len(g.Tensors), nd),
+		links:         newLinks(p.Costs.Cluster),
 		consumersLeft: make([]int32, len(g.Tensors)),
 		isOutput:      make([]bool, len(g.Tensors)),
 	}
+	if s.capacity == nil {
+		s.capacity = make([]int64, nd)
+		for d := range s.capacity {
+			s.capacity[d] = p.Costs.Cluster.Devices[d].Memory
+		}
+	}
 	for d := 0; d < nd; d++ {
 		s.one = append(s.one, []int{d})
+		s.mem[d] = newUsage()
 	}
+	s.planned.op = -1
 	for i := range s.classDev {
 		s.classDev[i] = -1
 	}
@@ -273,8 +309,18 @@ func (s *listState) eligible(op graph.OpID, d int) bool {
 	return s.lim.allows(op, d)
 }
 
-// dataReady is when every input of op could be on device d.
+// dataReady is when every input of op could be on device d. It plans
+// in s.xfers the transfers that would bring the inputs d lacks, as the
+// simulator makes them: each from its producer's device once the
+// producer ends, in that order (ties by tensor), in the first slot its
+// route's channels leave (see links), taking TensorTransfer. Committed
+// transfers only fill the channels, so the time never decreases as
+// other ops are placed.
 func (s *listState) dataReady(op graph.OpID, d int) float64 {
+	if pl := &s.planned; pl.op == op && pl.dev == d && pl.placed == len(s.order) {
+		return pl.ready
+	}
+	s.xfers = s.xfers[:0]
 	var t float64
 	for _, in := range s.inputs[op] {
 		pr := s.g.Tensors[in].Producer
@@ -288,56 +334,154 @@ func (s *listState) dataReady(op graph.OpID, d int) float64 {
 			if at, ok := s.held.get(in, d); ok {
 				t = max(t, at)
 			} else {
-				t = max(t, s.end[pr]+s.p.Costs.Transfer(pd, d, s.g.Tensors[in].Bytes()))
+				s.xfers = append(s.xfers, transfer{t: in, from: pd, start: s.end[pr]})
 			}
 		}
+	}
+	slices.SortFunc(s.xfers, func(a, b transfer) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.t, b.t))
+	})
+	for i := range s.xfers {
+		x := &s.xfers[i]
+		dur := s.p.Costs.TensorTransfer(x.t, x.from, d)
+		x.start = s.links.slot(x.from, d, x.start, dur, s.xfers[:i])
+		x.end = x.start + dur
+		t = max(t, x.end)
 	}
 	for _, c := range s.g.Ops[op].ControlDeps {
 		t = max(t, s.end[c])
 	}
+	s.planned.op, s.planned.dev, s.planned.placed, s.planned.ready = op, d, len(s.order), t
 	return t
 }
 
-// need is the memory op would add on device d at the moment it runs,
-// beyond what is reserved there, plus its class's reservation when op is
-// the class's first op.
-func (s *listState) need(op graph.OpID, d int) int64 {
+// demand is the memory op would add on device d beyond what is reserved
+// there, by when the simulator allocates it: early from the step's start
+// (the parameters, constants and graph inputs d lacks and, when op is
+// its class's first op, the class's reservation), and own when op starts
+// (its outputs; its scratch, TempBytes, until it ends). The inputs it
+// would receive from other devices are the transfers dataReady plans,
+// each counted from its start (recvBytes).
+func (s *listState) demand(op graph.OpID, d int) (early, own int64) {
 	g := s.g
-	b := s.p.Costs.OutputBytes(op) + s.p.Costs.TempBytes(op)
+	own = s.p.Costs.OutputBytes(op)
 	for _, out := range g.Ops[op].Outputs {
 		if s.isReserved(out, d) {
-			b -= g.Tensors[out].Bytes()
+			own -= g.Tensors[out].Bytes()
 		}
 	}
 	for _, in := range s.inputs[op] {
 		tn := &g.Tensors[in]
-		if tn.Producer != graph.NoOp && s.dev[tn.Producer] == d {
+		if tn.Producer != graph.NoOp {
 			continue
 		}
 		if _, ok := s.held.get(in, d); !ok && !s.isReserved(in, d) {
-			b += tn.Bytes()
+			early += tn.Bytes()
 		}
 	}
 	c := s.lim.class[op]
 	if s.classDev[c] >= 0 {
-		return b
+		return early, own
 	}
 	for _, t := range s.reserve[c] {
 		if g.Tensors[t].Producer == op || containsTensor(s.inputs[op], t) || s.isReserved(t, d) {
 			continue // counted above, or already reserved
 		}
 		if _, ok := s.held.get(t, d); !ok {
-			b += g.Tensors[t].Bytes()
+			early += g.Tensors[t].Bytes()
 		}
+	}
+	return early, own
+}
+
+// recvBytes is what a copy of t received on d adds there: nothing when
+// it was reserved.
+func (s *listState) recvBytes(t graph.TensorID, d int) int64 {
+	if s.isReserved(t, d) {
+		return 0
+	}
+	return s.g.Tensors[t].Bytes()
+}
+
+// need is all the memory op would add on device d (see demand), whatever
+// the instant.
+func (s *listState) need(op graph.OpID, d int) int64 {
+	early, own := s.demand(op, d)
+	b := early + own + s.p.Costs.TempBytes(op)
+	s.dataReady(op, d)
+	for _, x := range s.xfers {
+		b += s.recvBytes(x.t, d)
 	}
 	return b
 }
 
-// avail is d's memory neither allocated nor reserved. It is never
-// negative: every op's need is checked against at most this before
-// schedule commits it, and schedule commits no more than need counted.
-func (s *listState) avail(d int) int64 {
-	return s.p.Costs.Cluster.Devices[d].Memory - s.used[d] - s.reserved[d]
+// startOn is when op could start on d after the ops placed there: when
+// its data is ready, or when d is free if later.
+func (s *listState) startOn(op graph.OpID, d int) float64 {
+	return max(s.devFree[d], s.dataReady(op, d))
+}
+
+// limit is the most d may hold at any instant with op placed: its
+// capacity less what is reserved and the headroom op keeps.
+func (s *listState) limit(op graph.OpID, d int) int64 {
+	return s.capacity[d] - s.reserved[d] - s.kept(op, d)
+}
+
+// fits reports whether op, started on d at start, keeps d within its
+// limit at every instant of the predicted step: each allocation demand
+// and dataReady's transfers name must fit on top of the most d holds
+// from its instant on, with the allocations before it still held.
+func (s *listState) fits(op graph.OpID, d int, start float64) bool {
+	early, own := s.demand(op, d)
+	s.dataReady(op, d)
+	lim, u := s.limit(op, d), s.mem[d]
+	tmp := s.p.Costs.TempBytes(op)
+	all := early + own + tmp
+	for _, x := range s.xfers {
+		all += s.recvBytes(x.t, d)
+	}
+	if u.peak(math.Inf(-1), math.Inf(1))+all <= lim {
+		return true // all of it at the device's peak: the common case, at once
+	}
+	slices.SortFunc(s.xfers, func(a, b transfer) int { return cmp.Compare(a.start, b.start) })
+	// over reports whether holding add more over [from, to) passes lim.
+	over := func(add int64, from, to float64) bool { return add > 0 && u.peak(from, to)+add > lim }
+	add, from := early, 0.0
+	for _, x := range s.xfers {
+		if over(add, from, x.start) {
+			return false
+		}
+		add, from = add+s.recvBytes(x.t, d), x.start
+	}
+	if over(add, from, start) {
+		return false
+	}
+	add += own
+	if over(add+tmp, start, start+s.p.Costs.OpTime(op, d)) {
+		return false
+	}
+	return !over(add, start, math.Inf(1))
+}
+
+// firstAlloc is the first instant op, started on d at start, allocates
+// memory there: the step's start when it needs any there early, else
+// its first transfer's start, else start.
+func (s *listState) firstAlloc(op graph.OpID, d int, start float64) float64 {
+	if early, _ := s.demand(op, d); early > 0 {
+		return 0
+	}
+	first := start
+	s.dataReady(op, d)
+	for _, x := range s.xfers {
+		first = min(first, x.start)
+	}
+	return first
+}
+
+// avail is d's memory neither held nor reserved at every instant from
+// from on. It is never negative: schedule commits only what fits.
+func (s *listState) avail(d int, from float64) int64 {
+	return s.capacity[d] - s.reserved[d] - s.mem[d].peak(from, math.Inf(1))
 }
 
 // kept is the headroom a forward op leaves on d for the backward ops of
@@ -356,44 +500,51 @@ func (s *listState) kept(op graph.OpID, d int) int64 {
 	return h
 }
 
-// free is the memory op may use on d: what is available less the
-// headroom op must keep, and never negative.
-func (s *listState) free(op graph.OpID, d int) int64 {
-	return max(0, s.avail(d)-s.kept(op, d))
+// free is the memory op, started on d at start, may use there at every
+// instant from its first allocation on: what is available less the
+// headroom op must keep, and never negative. An op whose need is within
+// it fits; one that does not fit needs more than it.
+func (s *listState) free(op graph.OpID, d int, start float64) int64 {
+	return max(0, s.avail(d, s.firstAlloc(op, d, start))-s.kept(op, d))
 }
 
-func (s *listState) fits(op graph.OpID, d int) bool {
-	return s.need(op, d) <= s.free(op, d)
-}
-
-// schedule commits op to device d starting at start. Placers that insert
-// ops into idle gaps (HEFT) may start an op before the device's last end.
+// schedule commits op to device d starting at start, with the transfers
+// dataReady plans for it and the memory demand names, at the instants
+// the simulator allocates it. Placers that insert ops into idle gaps
+// (HEFT) may start an op before the device's last end.
 func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	g, costs := s.g, s.p.Costs
 	c := s.lim.class[op]
 	first := s.classDev[c] < 0
-	s.dev[op] = d
-	s.classDev[c] = d
-	s.end[op] = start + costs.OpTime(op, d)
-	s.devFree[d] = max(s.devFree[d], s.end[op])
-	s.order = append(s.order, op)
+	end := start + costs.OpTime(op, d)
+	u := s.mem[d]
+	s.dataReady(op, d)
+	for _, x := range s.xfers {
+		s.links.commit(x.from, d, x.start, x.end)
+		s.held.set(x.t, d, x.end)
+		u.add(x.start, g.Tensors[x.t].Bytes())
+		s.unreserve(x.t, d)
+		s.lastUse.set(x.t, x.from, max(s.lastUseOf(x.t, x.from), x.end)) // its source lives until sent
+	}
 	for _, in := range s.inputs[op] {
 		tn := &g.Tensors[in]
-		local := tn.Producer != graph.NoOp && s.dev[tn.Producer] == d
-		if _, ok := s.held.get(in, d); !ok && !local {
-			at := 0.0
-			if tn.Producer != graph.NoOp {
-				pd := s.dev[tn.Producer]
-				at = s.end[tn.Producer] + costs.Transfer(pd, d, tn.Bytes())
-			}
-			s.held.set(in, d, at)
-			s.used[d] += tn.Bytes()
+		if _, ok := s.held.get(in, d); !ok && tn.Producer == graph.NoOp {
+			s.held.set(in, d, 0)
+			u.add(0, tn.Bytes())
 			s.unreserve(in, d)
 		}
+		s.lastUse.set(in, d, max(s.lastUseOf(in, d), end))
 	}
-	s.used[d] += costs.OutputBytes(op)
+	s.dev[op] = d
+	s.classDev[c] = d
+	s.end[op] = end
+	s.devFree[d] = max(s.devFree[d], end)
+	s.order = append(s.order, op)
+	u.add(start, costs.OutputBytes(op)+costs.TempBytes(op))
+	u.add(end, -costs.TempBytes(op))
 	for _, out := range g.Ops[op].Outputs {
 		s.unreserve(out, d)
+		s.lastUse.set(out, d, end)
 	}
 	if first {
 		for _, t := range s.reserve[c] {
@@ -424,20 +575,30 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	}
 }
 
+// lastUseOf is the latest instant a copy of t on d is needed so far: its
+// producer's or a reader's end there, or a transfer out of it ending.
+func (s *listState) lastUseOf(t graph.TensorID, d int) float64 {
+	at, _ := s.lastUse.get(t, d)
+	return at
+}
+
 // release frees every copy of a tensor whose consumers are all scheduled,
-// except graph outputs and resident tensors.
+// as the simulator does: each once its last reader there has ended and
+// every transfer out of it was sent. Resident tensors stay, and so does
+// a graph output on its producer's device.
 func (s *listState) release(t graph.TensorID) {
 	tn := &s.g.Tensors[t]
-	if tn.Kind.IsResident() || s.isOutput[t] {
+	if tn.Kind.IsResident() {
 		return
 	}
 	b := tn.Bytes()
-	if tn.Producer != graph.NoOp {
-		s.used[s.dev[tn.Producer]] -= b
+	if tn.Producer != graph.NoOp && !s.isOutput[t] {
+		pd := s.dev[tn.Producer]
+		s.mem[pd].add(s.lastUseOf(t, pd), -b)
 	}
 	for d := 0; d < s.nd; d++ {
 		if _, ok := s.held.get(t, d); ok {
-			s.used[d] -= b
+			s.mem[d].add(s.lastUseOf(t, d), -b)
 			s.held.del(t, d)
 		}
 	}
@@ -469,20 +630,23 @@ func (s *listState) stuck(ready []graph.OpID) error {
 	return s.noRoom(op)
 }
 
-// noRoom explains that op fits none of its devices.
+// noRoom explains that op fits none of its devices, each at the start
+// it could have there after the ops placed on it.
 func (s *listState) noRoom(op graph.OpID) error {
-	best := -1
+	best, start := -1, 0.0
+	slack := func(d int, at float64) int64 { return s.free(op, d, at) - s.need(op, d) }
 	for _, d := range s.candidates(op) {
-		if best < 0 || s.free(op, d)-s.need(op, d) > s.free(op, best)-s.need(op, best) {
-			best = d
+		if at := s.startOn(op, d); best < 0 || slack(d, at) > slack(best, start) {
+			best, start = d, at
 		}
 	}
 	dev := s.p.Costs.Cluster.Devices[best]
 	msg := fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",
-		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, cluster.FormatBytes(s.need(op, best)), dev.Name, cluster.FormatBytes(s.avail(best)))
+		len(s.order), len(s.g.Ops), s.g.Ops[op].Name, cluster.FormatBytes(s.need(op, best)), dev.Name,
+		cluster.FormatBytes(s.avail(best, s.firstAlloc(op, best, start))))
 	if kept := s.kept(op, best); kept > 0 {
 		use := "none of it"
-		if free := s.free(op, best); free > 0 {
+		if free := s.free(op, best, start); free > 0 {
 			use = cluster.FormatBytes(free) + " of it"
 		}
 		msg += fmt.Sprintf(", %s for a forward op (forward ops leave %s for the backward scratch of its colocation groups)", use, cluster.FormatBytes(kept))

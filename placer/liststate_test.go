@@ -89,7 +89,7 @@ func TestListStateFree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := newListState(p)
+			s, err := newListState(p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,30 +102,31 @@ func TestListStateFree(t *testing.T) {
 			}
 			check := func(when string) {
 				t.Helper()
-				if s.used[0] < 0 || s.reserved[0] < 0 || s.avail(0) < 0 {
-					t.Errorf("%s: used %d, reserved %d, available %d", when, s.used[0], s.reserved[0], s.avail(0))
+				if s.mem[0].total < 0 || s.reserved[0] < 0 || s.avail(0, 0) < 0 {
+					t.Errorf("%s: held %d, reserved %d, available %d", when, s.mem[0].total, s.reserved[0], s.avail(0, 0))
 				}
-				for i := range b.G.Ops {
-					if f := s.free(graph.OpID(i), 0); s.dev[i] < 0 && f < 0 {
-						t.Errorf("%s: %s has %d bytes free", when, b.G.Ops[i].Name, f)
+				for _, op := range s.readyOps() {
+					if f := s.free(op, 0, s.startOn(op, 0)); f < 0 {
+						t.Errorf("%s: %s has %d bytes free", when, b.G.Ops[op].Name, f)
 					}
 				}
 			}
 			check("at the start")
 			for _, name := range tc.schedule {
 				op := id(name)
-				if !s.fits(op, 0) {
+				if !s.fits(op, 0, s.startOn(op, 0)) {
 					t.Fatalf("%s does not fit", name)
 				}
-				s.schedule(op, 0, s.devFree[0])
+				s.schedule(op, 0, s.startOn(op, 0))
 				check("after " + name)
 			}
 			for _, name := range tc.fit {
-				if !s.fits(id(name), 0) {
-					t.Errorf("%s needs %d bytes and has %d free, but does not fit", name, s.need(id(name), 0), s.free(id(name), 0))
+				op := id(name)
+				if at := s.startOn(op, 0); !s.fits(op, 0, at) {
+					t.Errorf("%s needs %d bytes and has %d free, but does not fit", name, s.need(op, 0), s.free(op, 0, at))
 				}
 			}
-			if s.fits(id(tc.probe), 0) {
+			if op := id(tc.probe); s.fits(op, 0, s.startOn(op, 0)) {
 				t.Fatalf("%s fits", tc.probe)
 			}
 			var inf *InfeasibleError

@@ -16,23 +16,33 @@ func init() {
 // with the earliest start time, max(device free, inputs arrived), ties by
 // topological position then device index. A device is eligible only if
 // the op may run there (pins, device types, colocation) and the op's new
-// resident inputs, received inputs, outputs and scratch fit in what is
-// left there. Memory is tracked in scheduling order: outputs are
-// allocated when the op is scheduled, scratch is transient, and an
-// activation is freed once all its consumers are scheduled.
+// resident inputs, received inputs, outputs and scratch fit there at the
+// instants the simulator would allocate them. Inputs arrive and memory
+// is held and freed as in the simulator, on the predicted times (see
+// listState.dataReady and listState.fits), and the placement is checked
+// by simulating it (placeFitting).
 //
-// The search costs O(n·d·log n) for n ops on d devices: an op's
-// data-ready time on a device is fixed once it is ready, so each device
+// The search costs about O(n·d·log n) for n ops on d devices: each device
 // keeps its ready ops in two heaps, those whose data arrives after the
 // device is free (by arrival, then position) and those already waiting
 // (by position); scheduled or no-longer-eligible ops are dropped lazily.
+// An op's data-ready time on a device only grows as other ops' transfers
+// fill the channels (see listState.dataReady), so a heap key is a lower
+// bound, refreshed when its entry comes to the top: the top after
+// refreshing is the true minimum.
 type metf struct{}
 
-func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
-	if err != nil {
-		return sim.Placement{}, err
-	}
+func (m metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+func (metf) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return etf(ctx, s) })
+}
+
+// etf places every op of s's problem by m-ETF.
+func etf(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	later := make([]*minheap.Heap[entry], s.nd)   // data arrives after the device is free
 	waiting := make([]*minheap.Heap[entry], s.nd) // data already there: by position
 	for d := range later {
@@ -63,12 +73,22 @@ func (metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 					h.Pop() // scheduled, or its class went elsewhere
 					continue
 				}
-				if !s.fits(e.op, d) {
-					skipped = append(skipped, h.Pop())
+				ready := s.dataReady(e.op, d)
+				switch {
+				case h == waiting[d] && ready > s.devFree[d]:
+					h.Pop() // its channels filled up: it waits for data again
+					later[d].Push(entry{ready, e.pos, e.op})
+					continue
+				case h == later[d] && ready > e.key:
+					h.Pop()
+					h.Push(entry{ready, e.pos, e.op})
 					continue
 				}
-				found, start = e.op, max(e.key, s.devFree[d])
-				break
+				if at := max(ready, s.devFree[d]); s.fits(e.op, d, at) {
+					found, start = e.op, at
+					break
+				}
+				skipped = append(skipped, h.Pop())
 			}
 			for _, e := range skipped {
 				h.Push(e)

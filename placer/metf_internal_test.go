@@ -13,9 +13,9 @@ import (
 )
 
 // scanETF is m-ETF as first written, an O(ready x devices) scan per
-// step; the heap version must give the same placement.
+// step; the heap version, etf, must give the same placement.
 func scanETF(p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
+	s, err := newListState(p, nil)
 	if err != nil {
 		return sim.Placement{}, err
 	}
@@ -31,7 +31,7 @@ func scanETF(p *Problem) (sim.Placement, error) {
 					start == bestStart && (s.pos[op] > s.pos[bestOp] || s.pos[op] == s.pos[bestOp] && d >= bestDev)) {
 					continue
 				}
-				if !s.fits(op, d) {
+				if !s.fits(op, d, start) {
 					continue
 				}
 				bestOp, bestDev, bestStart = op, d, start
@@ -85,7 +85,11 @@ func TestHeapETFMatchesScan(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, errWant := scanETF(p)
-				got, errGot := metf{}.Place(context.Background(), p)
+				s, err := newListState(p, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, errGot := etf(context.Background(), s)
 				if (errWant == nil) != (errGot == nil) {
 					t.Fatalf("scan: %v, heap: %v", errWant, errGot)
 				}

@@ -40,22 +40,26 @@ type msct struct{ notes []string }
 func (m *msct) Notes() []string { return m.notes }
 
 func (m *msct) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+func (m *msct) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	m.notes = nil
 	gs, err := Group(p)
 	if err != nil {
-		return sim.Placement{}, err
+		return sim.Placement{}, nil, err
 	}
 	gg := newGroupGraph(p, gs)
 	if cols := len(gg.edges) + gs.Len() + 1; cols > MaxSCTColumns {
 		m.notes = append(m.notes, fmt.Sprintf("the favourite-child LP would have %d columns (%s), over the limit of %d: placed by plain m-ETF",
 			cols, gs, MaxSCTColumns))
-		return metf{}.Place(ctx, p)
+		return metf{}.PlaceJudged(ctx, p)
 	}
 	begin := time.Now()
 	x, err := sctLP(p, gg)
 	if err != nil {
 		m.notes = append(m.notes, fmt.Sprintf("favourite-child LP failed (%v): placed by plain m-ETF", err))
-		return metf{}.Place(ctx, p)
+		return metf{}.PlaceJudged(ctx, p)
 	}
 	fav := favourites(p, gg, x)
 	nfav := 0
@@ -67,7 +71,7 @@ func (m *msct) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	m.notes = append(m.notes, fmt.Sprintf("LP on %d groups, %d edges solved by Clp in %s; %d ops have a favourite child",
 		gs.Len(), len(gg.edges), time.Since(begin).Round(time.Microsecond), nfav))
 	if err := ctx.Err(); err != nil {
-		return sim.Placement{}, err
+		return sim.Placement{}, nil, err
 	}
 	return sctSchedule(ctx, p, fav)
 }
@@ -213,11 +217,14 @@ func favourites(p *Problem, gg *groupGraph, x []float64) []graph.OpID {
 }
 
 // sctSchedule is m-ETF with devices kept for favourite children.
-func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placement, error) {
-	s, err := newListState(p)
-	if err != nil {
-		return sim.Placement{}, err
-	}
+func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return sct(ctx, s, fav) })
+}
+
+// sct places every op of s's problem by m-ETF with devices kept for
+// favourite children fav.
+func sct(ctx context.Context, s *listState, fav []graph.OpID) (sim.Placement, error) {
+	p := s.p
 	keep := make([]graph.OpID, s.nd) // the child each device is kept for
 	for d := range keep {
 		keep[d] = -1
@@ -246,7 +253,7 @@ func sctSchedule(ctx context.Context, p *Problem, fav []graph.OpID) (sim.Placeme
 				if !better(urgent, op, d, start) && !better(kept, op, d, start) {
 					continue
 				}
-				if !s.fits(op, d) {
+				if !s.fits(op, d, start) {
 					continue
 				}
 				if better(urgent, op, d, start) {
@@ -295,7 +302,7 @@ func (s *listState) earliest(op graph.OpID, d int) float64 {
 		if s.dev[pr] == d {
 			t = max(t, s.end[pr])
 		} else {
-			t = max(t, s.end[pr]+s.p.Costs.Transfer(s.dev[pr], d, s.g.Tensors[in].Bytes()))
+			t = max(t, s.end[pr]+s.p.Costs.TensorTransfer(in, s.dev[pr], d))
 		}
 	}
 	return t

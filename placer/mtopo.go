@@ -19,11 +19,17 @@ func init() {
 // share cap. It ignores time entirely: the balanced-memory baseline.
 type mtopo struct{}
 
-func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	s, err := newListState(p)
-	if err != nil {
-		return sim.Placement{}, err
-	}
+func (m mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+func (mtopo) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeTopo(ctx, s) })
+}
+
+// placeTopo places every op of s's problem by m-TOPO.
+func placeTopo(ctx context.Context, s *listState) (sim.Placement, error) {
+	p := s.p
 	var total, largest int64
 	for i := range p.Graph.Tensors {
 		t := &p.Graph.Tensors[i]
@@ -59,7 +65,7 @@ func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 					}
 					continue
 				}
-				if s.fits(op, c) {
+				if s.fits(op, c, s.startOn(op, c)) {
 					d = c
 					break
 				}
@@ -72,7 +78,7 @@ func (mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			return sim.Placement{}, s.noRoom(op)
 		}
 		placed[d] += s.need(op, d)
-		s.schedule(op, d, max(s.devFree[d], s.dataReady(op, d)))
+		s.schedule(op, d, s.startOn(op, d))
 	}
 	return s.placement(), nil
 }

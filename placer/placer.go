@@ -32,6 +32,18 @@ type Placer interface {
 	Place(ctx context.Context, p *Problem) (sim.Placement, error)
 }
 
+// Judged is implemented by placers that simulate the placement they
+// return, as every list placer does to check that it fits (see
+// placeFitting): PlaceJudged is Place that also returns the simulator's
+// result for the placement, so a caller that scores it need not
+// simulate it again.
+type Judged interface {
+	PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error)
+}
+
+// placed is Place's share of what PlaceJudged returns.
+func placed(pl sim.Placement, _ *sim.Result, err error) (sim.Placement, error) { return pl, err }
+
 // Factory makes a placer.
 type Factory func() Placer
 

@@ -16,6 +16,7 @@ type timeline struct {
 	root  int32
 	last  float64 // the latest end, the makespan so far
 	seed  uint64
+	spine []int32 // append's path, kept to save allocations
 }
 
 type tlNode struct {
@@ -113,6 +114,10 @@ func (t *timeline) insert(start, end float64) {
 	t.seed ^= t.seed << 17
 	x := int32(len(t.nodes))
 	t.nodes = append(t.nodes, tlNode{start: start, end: end, prev: math.Inf(1), prio: uint32(t.seed >> 32)})
+	if t.root != 0 && start >= t.last {
+		t.append(x)
+		return
+	}
 	l, r := t.split(t.root, x)
 	if l != 0 {
 		p := l
@@ -129,10 +134,39 @@ func (t *timeline) insert(start, end float64) {
 	t.last = max(t.last, end)
 }
 
+// append inserts node x, which starts at or after every interval ends
+// and so comes last in order, down the right spine: the transfers and
+// ops a list placer commits mostly go there, and this skips a split and
+// a merge.
+func (t *timeline) append(x int32) {
+	n := &t.nodes[x]
+	n.prev = t.last // the last interval in order ends last
+	t.spine = t.spine[:0]
+	y := t.root
+	for y != 0 && t.nodes[y].prio > n.prio {
+		t.spine = append(t.spine, y)
+		y = t.nodes[y].right
+	}
+	n.left = y
+	t.pull(x)
+	if len(t.spine) == 0 {
+		t.root = x
+	} else {
+		t.nodes[t.spine[len(t.spine)-1]].right = x
+	}
+	for i := len(t.spine) - 1; i >= 0; i-- {
+		t.pull(t.spine[i])
+	}
+	t.last = n.end
+}
+
 // earliest is the earliest start at or after ready of an idle slot of
 // length dur: the first gap that holds it, or the end of the last
 // interval.
 func (t *timeline) earliest(ready, dur float64) float64 {
+	if ready >= t.last {
+		return ready // nothing ends after ready: the common case, without a descent
+	}
 	// first: the first interval ending after ready.
 	first := int32(0)
 	for x := t.root; x != 0; {

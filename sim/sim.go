@@ -326,9 +326,7 @@ type state struct {
 	touched   []bool
 	devLeft   []int32 // tasks left per device
 
-	// free holds when each channel is next free: per device a send and a
-	// receive channel, per host its intra-host fabric and its network
-	// card's egress and ingress, and per device its collective stream.
+	// free holds when each channel (see Channels) is next free.
 	free        []float64
 	channelsBuf [6]int
 	left        []int32 // per instance*nd+dev
@@ -385,7 +383,7 @@ func newState(t *cost.Table, adj *graph.Adjacency, f *facts, p *Plan, opStage []
 	s.numberTasks()
 	s.schedule(p.Schedule)
 	s.events = minheap.New(eventBefore)
-	s.free = make([]float64, 3*nd+3*len(t.Cluster.Hosts))
+	s.free = make([]float64, NumChannels(t.Cluster))
 	s.ready = make([]*minheap.Heap[int32], nd)
 	prio, slot := s.prio, s.slot
 	taskOp := s.taskOp
@@ -1123,7 +1121,7 @@ func (s *state) final(inst int32, d int, now float64) {
 	slices.Sort(devs)
 	for _, cd := range devs {
 		bytes, dur := s.transfer(t, d, cd)
-		res := s.channels(d, cd)
+		res := Channels(s.c, d, cd, s.channelsBuf[:])
 		start := now
 		for _, r := range res {
 			start = max(start, s.free[r])
@@ -1154,7 +1152,7 @@ func (s *state) sendBuffer(gb int32, now float64) {
 	}
 	t := buf.leader
 	bytes := s.memBytes(t, buf.src)
-	res := s.channels(buf.src, buf.dst)
+	res := Channels(s.c, buf.src, buf.dst, s.channelsBuf[:])
 	start := now
 	for _, r := range res {
 		start = max(start, s.free[r])
@@ -1204,24 +1202,6 @@ func (s *state) transfer(t graph.TensorID, a, b int) (int64, float64) {
 	return share, s.c.TransferTime(a, b, share)
 }
 
-// channels lists the channels a transfer from device a to device b
-// occupies for its whole duration. Transfers that share a channel take
-// turns at the link's full bandwidth in the order they were requested:
-// the shared link moves the same bytes per second as under fair sharing,
-// but each transfer finishes in request order.
-func (s *state) channels(a, b int) []int {
-	nd := s.nd
-	hosts := 3 * nd
-	out := append(s.channelsBuf[:0], a, nd+b)
-	switch _, route := s.c.Route(a, b); route {
-	case cluster.RouteIntraHost:
-		out = append(out, hosts+3*s.c.Devices[a].Host)
-	case cluster.RouteNetwork:
-		out = append(out, hosts+3*s.c.Devices[a].Host+1, hosts+3*s.c.Devices[b].Host+2)
-	}
-	return out
-}
-
 // launchBuckets starts device d's next all-reduce buckets, in order, as
 // long as each is complete and none is running.
 func (s *state) launchBuckets(d int, now float64) {
@@ -1235,18 +1215,18 @@ func (s *state) launchBuckets(d int, now float64) {
 	}
 	// The collective stream, the device's send and receive channels, and
 	// the fabric or network cards its ring crosses.
-	res := append(s.channelsBuf[:0], 2*s.nd+d, d, s.nd+d)
-	hosts := 3 * s.nd
+	nd := s.nd
+	res := append(s.channelsBuf[:0], streamChannel(nd, d), d, nd+d)
 	h := s.c.Devices[d].Host
 	for _, o := range bk.devices[1:] {
 		switch _, route := s.c.Route(d, o); route {
 		case cluster.RouteIntraHost:
-			if !slices.Contains(res, hosts+3*h) {
-				res = append(res, hosts+3*h)
+			if !slices.Contains(res, fabricChannel(nd, h)) {
+				res = append(res, fabricChannel(nd, h))
 			}
 		case cluster.RouteNetwork:
-			if !slices.Contains(res, hosts+3*h+1) {
-				res = append(res, hosts+3*h+1, hosts+3*h+2)
+			if !slices.Contains(res, nicOut(nd, h)) {
+				res = append(res, nicOut(nd, h), nicIn(nd, h))
 			}
 		}
 	}

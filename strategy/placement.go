@@ -41,11 +41,19 @@ func (s *placement) Propose(ctx context.Context, p *Problem) ([]Proposal, error)
 		return nil, err
 	}
 	s.pl = pl
-	placed, err := pl.Place(ctx, p.Problem)
+	// A list placer simulated its placement already, to check it fits:
+	// the judge takes that result instead of simulating it again.
+	var placed sim.Placement
+	var res *sim.Result
+	if j, ok := pl.(placer.Judged); ok {
+		placed, res, err = j.PlaceJudged(ctx, p.Problem)
+	} else {
+		placed, err = pl.Place(ctx, p.Problem)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return []Proposal{{Plan: &sim.Plan{Placement: placed}}}, nil
+	return []Proposal{{Plan: &sim.Plan{Placement: placed}, Sim: res}}, nil
 }
 
 // Notes passes on what the placer reported (a solver's status).

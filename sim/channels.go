@@ -1,0 +1,43 @@
+package sim
+
+import "github.com/opplace/opplace/cluster"
+
+// Channels are what the simulator's transfers and all-reduces occupy, one
+// at a time each, in the order they were requested. For a cluster of nd
+// devices, device d has a send channel (d), a receive channel (nd+d) and
+// a collective stream (2nd+d); host h has its intra-host fabric (3nd+3h)
+// and its network card's egress (3nd+3h+1) and ingress (3nd+3h+2).
+// Placers that predict what the simulator will do occupy the same
+// channels (package placer), so both route a transfer with Channels.
+
+// NumChannels is how many channels cluster c has.
+func NumChannels(c *cluster.Cluster) int { return 3*len(c.Devices) + 3*len(c.Hosts) }
+
+// Channels appends to buf[:0] the channels a transfer from device a to
+// another device b occupies for its whole duration: a's send channel,
+// b's receive channel, and the shared path between them, the host's
+// fabric for a transfer inside a host without a direct link or the two
+// hosts' network cards for one across hosts. Transfers that share a
+// channel take turns at the link's full bandwidth: the shared link moves
+// the same bytes per second as under fair sharing, but each transfer
+// finishes in turn. Six entries of buf avoid any allocation.
+func Channels(c *cluster.Cluster, a, b int, buf []int) []int {
+	nd := len(c.Devices)
+	out := append(buf[:0], a, nd+b)
+	switch _, route := c.Route(a, b); route {
+	case cluster.RouteIntraHost:
+		out = append(out, fabricChannel(nd, c.Devices[a].Host))
+	case cluster.RouteNetwork:
+		out = append(out, nicOut(nd, c.Devices[a].Host), nicIn(nd, c.Devices[b].Host))
+	}
+	return out
+}
+
+// streamChannel is device d's collective stream among nd devices.
+func streamChannel(nd, d int) int { return 2*nd + d }
+
+// fabricChannel is host h's intra-host fabric; nicOut and nicIn are its
+// network card's egress and ingress.
+func fabricChannel(nd, h int) int { return 3*nd + 3*h }
+func nicOut(nd, h int) int        { return 3*nd + 3*h + 1 }
+func nicIn(nd, h int) int         { return 3*nd + 3*h + 2 }
