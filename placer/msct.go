@@ -134,11 +134,6 @@ func sctLP(p *Problem, gg *groupGraph) ([]float64, error) {
 			cols[sCol(int32(g))] = append(cols[sCol(int32(g))], clp.Nonzero{Index: r, Value: -1})
 		}
 	}
-	mat := clp.NewPackedMatrix()
-	mat.SetDimensions(len(rb), 0)
-	for _, c := range cols {
-		mat.AppendColumn(c)
-	}
 	cb := make([]clp.Bounds, len(cols))
 	obj := make([]float64, len(cols))
 	for j := range cb {
@@ -148,13 +143,11 @@ func sctLP(p *Problem, gg *groupGraph) ([]float64, error) {
 		}
 	}
 	obj[wCol] = 1
-	s := clp.NewSimplex()
-	s.LoadProblem(mat, cb, obj, rb, nil)
-	s.SetOptimizationDirection(clp.Minimize)
-	if st := s.Dual(clp.NoValuesPass, clp.NoStartFinishOptions); st != clp.Optimal {
-		return nil, fmt.Errorf("Clp status %d", st)
+	x, err := minimise(cols, rb, cb, obj)
+	if err != nil {
+		return nil, err
 	}
-	return s.PrimalColumnSolution()[:ne], nil
+	return x[:ne], nil
 }
 
 // favourites maps the LP's favourite edges to ops: fav[op] is op's

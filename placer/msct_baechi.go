@@ -264,11 +264,6 @@ func (lp *favLP) solve() ([]float64, error) {
 		add(sCol(graph.OpID(i)), r, 1)
 		add(wCol, r, -1)
 	}
-	mat := clp.NewPackedMatrix()
-	mat.SetDimensions(len(rows), 0)
-	for _, c := range cols {
-		mat.AppendColumn(c)
-	}
 	cb := make([]clp.Bounds, len(cols))
 	obj := make([]float64, len(cols))
 	for j := range cb {
@@ -282,13 +277,11 @@ func (lp *favLP) solve() ([]float64, error) {
 		}
 	}
 	obj[wCol] = 1
-	s := clp.NewSimplex()
-	s.LoadProblem(mat, cb, obj, rows, nil)
-	s.SetOptimizationDirection(clp.Minimize)
-	if st := s.Dual(clp.NoValuesPass, clp.NoStartFinishOptions); st != clp.Optimal {
-		return nil, fmt.Errorf("m-sct-baechi: the favourite-child LP (%d ops, %d edges) ended with Clp status %d, not optimal", lp.n, ne, st)
+	x, err := minimise(cols, rows, cb, obj)
+	if err != nil {
+		return nil, fmt.Errorf("m-sct-baechi: the favourite-child LP (%d ops, %d edges): %w", lp.n, ne, err)
 	}
-	return s.PrimalColumnSolution()[:ne], nil
+	return x[:ne], nil
 }
 
 // favourites is SCT._assign_favorite_child on x rounded as
