@@ -315,9 +315,13 @@ func addStages(r *run, pp *partition.Plan) {
 		}
 	}
 	forward := make([][]string, S)
-	for _, op := range p.Ops {
+	for i := range p.Ops {
+		op := &p.Ops[i]
 		id, _ := g.OpByName(op.Name)
 		s := stageOf(id)
+		if S > 1 {
+			op.Stage = &s
+		}
 		st := &p.Stages[s]
 		st.Ops = append(st.Ops, op.Name)
 		if op.Phase == graph.Forward.String() {

@@ -114,6 +114,9 @@ type Op struct {
 	// once in the step; StartMS and EndMS are then its first start and
 	// last end.
 	Runs []Run `json:"runs,omitempty" yaml:"runs,omitempty"`
+	// Stage is the index of the op's stage in Stages, when the plan has
+	// more than one stage (nil otherwise: every op is in stage 0).
+	Stage *int `json:"stage,omitempty" yaml:"stage,omitempty"`
 }
 
 // Run is one micro-batch's run of an op.

@@ -16,6 +16,8 @@ func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	p := sample()
 	p.Ops[0].Runs = []plan.Run{{MicroBatch: 0, StartMS: 0, EndMS: 2}, {MicroBatch: 1, StartMS: 2, EndMS: 4}, {MicroBatch: 2, StartMS: 4, EndMS: 5}, {MicroBatch: 3, StartMS: 5, EndMS: 6}}
+	stage := 1
+	p.Ops[0].Stage = &stage
 	p.Devices[0].Memory = []plan.MemorySample{{MS: 0, Bytes: 1}, {MS: 1, Bytes: 3}, {MS: 2, Bytes: 2}}
 	write := func(name string, data []byte) string {
 		path := filepath.Join(dir, name)
@@ -31,7 +33,8 @@ func TestReadFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if q.Strategy != p.Strategy || len(q.Ops) != len(p.Ops) || len(q.Ops[0].Runs) != 4 || len(q.Devices[0].Memory) != 3 {
+		if q.Strategy != p.Strategy || len(q.Ops) != len(p.Ops) || len(q.Ops[0].Runs) != 4 || len(q.Devices[0].Memory) != 3 ||
+			q.Ops[0].Stage == nil || *q.Ops[0].Stage != 1 || len(q.Ops) > 1 && q.Ops[1].Stage != nil {
 			t.Errorf("%s: read back %+v", path, q)
 		}
 	}

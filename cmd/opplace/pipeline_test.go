@@ -63,9 +63,19 @@ func TestPipelinePlans(t *testing.T) {
 			if total != len(p.Ops) {
 				t.Errorf("stages hold %d ops, the plan %d", total, len(p.Ops))
 			}
+			stageOf := map[string]int{}
+			for _, st := range p.Stages {
+				for _, name := range st.Ops {
+					stageOf[name] = st.Index
+				}
+			}
 			for _, op := range p.Ops {
 				if _, ok := first[op.Device]; !ok || op.EndMS > p.PredictedStepMS+1e-6 {
 					t.Fatalf("op %+v is not on a stage's first device or ends after the step", op)
+				}
+				// Every op carries its stage when there are several.
+				if len(p.Stages) > 1 && (op.Stage == nil || *op.Stage != stageOf[op.Name] || first[op.Device] != *op.Stage) {
+					t.Fatalf("op %s: stage %v, listed in stage %d", op.Name, op.Stage, stageOf[op.Name])
 				}
 			}
 			// Stage times bound the slowest one: the bottleneck.
