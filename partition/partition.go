@@ -85,6 +85,11 @@ type Options struct {
 	// (see Plan.Exact for the optimality bound this costs); 0 means
 	// 0.001, a negative value merges nothing.
 	Epsilon float64
+	// OpCuts lets stages cut between any two ops. By default, when op
+	// names carry module paths (PyTorch exports name ops
+	// "/blocks/blocks.6/attn/MatMul"), stages cut only between the
+	// modules ModuleKeys gives, so each stage is a run of whole modules.
+	OpCuts bool
 }
 
 func (o Options) withDefaults() Options {
@@ -144,11 +149,21 @@ type Problem struct {
 	m *model
 	// chains memoises the chain pass pipedream and exact share.
 	chains *chainMemo
+	// modules are the ModuleKeys the units follow; nil when stages may
+	// cut between any ops.
+	modules []string
 }
 
 // NewProblem groups costs.Graph into units and prepares the cost model.
 // It fails on a cyclic graph or bad options.
 func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
+	return NewProblemModules(costs, opts, nil)
+}
+
+// NewProblemModules is NewProblem with each op's module given (as
+// ModuleKeys gives them; nil: ModuleKeys of the graph), for a graph whose
+// op names no longer tell them, such as a fused one.
+func NewProblemModules(costs *cost.Table, opts Options, moduleKeys []string) (*Problem, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -165,7 +180,19 @@ func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
 		}
 		return cost.ResidentBytes(g, op) == 0
 	}
-	u, err := buildUnits(g, free)
+	var modules []string
+	if !opts.OpCuts {
+		keys := moduleKeys
+		if keys == nil {
+			keys = ModuleKeys(g)
+		} else if len(keys) != len(g.Ops) {
+			return nil, fmt.Errorf("%d module keys for the %d ops of graph %q", len(keys), len(g.Ops), g.Name)
+		}
+		if moduleCount(keys) > 1 {
+			modules = keys
+		}
+	}
+	u, err := buildUnits(g, free, modules)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +202,12 @@ func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
 			return nil, fmt.Errorf("op %q cannot run on any device type of cluster %q; add a device type that runs it", costs.Graph.Ops[u.ops[v][0]].Name, costs.Cluster.Name)
 		}
 	}
-	return &Problem{Graph: costs.Graph, Costs: costs, Options: opts, u: u, m: m, chains: &chainMemo{}}, nil
+	return &Problem{Graph: costs.Graph, Costs: costs, Options: opts, u: u, m: m, chains: &chainMemo{}, modules: modules}, nil
 }
+
+// ModuleAligned reports whether the problem's stages cut only between
+// modules: the options allow it and the op names carry module paths.
+func (p *Problem) ModuleAligned() bool { return p.modules != nil }
 
 // Units is the number of placement units (colocation groups, with
 // backward and update ops folded into their forward unit).

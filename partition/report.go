@@ -73,11 +73,16 @@ type Stage struct {
 	// Ops lists the stage's ops in topological order of their units.
 	Ops []string `json:"ops"`
 	// FirstOp and LastOp are the stage's first and last forward ops in
-	// that order; ModulePrefix is their longest common module path
-	// ("/blocks.11/") when op names carry one, else empty.
+	// that order that compute (bookkeeping ops skipped); ModulePrefix is
+	// the longest module path its forward ops share ("/blocks/blocks.11/";
+	// "/" when only the root) when op names carry one, else empty;
+	// FirstModule and LastModule the modules, at the level stages are cut
+	// at, of FirstOp and LastOp (see StageSplit).
 	FirstOp      string `json:"first_op"`
 	LastOp       string `json:"last_op"`
 	ModulePrefix string `json:"module_prefix,omitempty"`
+	FirstModule  string `json:"first_module,omitempty"`
+	LastModule   string `json:"last_module,omitempty"`
 	// Times per micro-batch: compute of the stage's ops, sends to its
 	// neighbours, and its share of the per-step all-reduce and update.
 	ComputeMs float64 `json:"compute_ms"`
@@ -113,6 +118,7 @@ func (p *Problem) report(name string, s *solution) *Plan {
 	costs := make([]stageCost, S)
 	temps := make([]int64, S)
 	sm := newSums(l.nc)
+	keys := p.modules
 	for i, x := range s.stages {
 		l.sums(sm, x.from, x.to)
 		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
@@ -126,24 +132,26 @@ func (p *Problem) report(name string, s *solution) *Plan {
 			st.Devices = append(st.Devices, p.Costs.Cluster.Devices[d].Name)
 			st.DeviceIndex = append(st.DeviceIndex, d)
 		}
-		var fwdNames []string
+		var fwd, all []graph.OpID
 		for _, v := range l.stageUnits(x.from, x.to) {
 			temps[i] = max(temps[i], m.temp[v])
 			for _, op := range u.ops[v] {
 				pl.OpStage[op] = i
 				st.Ops = append(st.Ops, g.Ops[op].Name)
+				all = append(all, op)
 				if g.Ops[op].Phase == graph.Forward {
-					fwdNames = append(fwdNames, g.Ops[op].Name)
+					fwd = append(fwd, op)
 				}
 			}
 		}
-		if len(fwdNames) == 0 {
-			fwdNames = st.Ops
+		if len(fwd) == 0 {
+			fwd = all
 		}
-		if len(fwdNames) > 0 {
-			st.FirstOp, st.LastOp = fwdNames[0], fwdNames[len(fwdNames)-1]
-			st.ModulePrefix = modulePrefix(fwdNames)
+		if keys == nil {
+			keys = ModuleKeys(g)
 		}
+		sp := StageSplit(g, fwd, keys)
+		st.FirstOp, st.LastOp, st.ModulePrefix, st.FirstModule, st.LastModule = sp.FirstOp, sp.LastOp, sp.ModulePrefix, sp.FirstModule, sp.LastModule
 		pl.BottleneckMs = max(pl.BottleneckMs, ms(sc.time))
 		pl.Stages = append(pl.Stages, st)
 	}

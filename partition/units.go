@@ -39,7 +39,7 @@ type crossTensor struct {
 	consumers []int32
 }
 
-func buildUnits(g *graph.Graph, free func(graph.OpID) bool) (*units, error) {
+func buildUnits(g *graph.Graph, free func(graph.OpID) bool, modules []string) (*units, error) {
 	adj := g.BuildAdjacency()
 	order, err := g.TopoOrder(adj)
 	if err != nil {
@@ -138,6 +138,20 @@ func buildUnits(g *graph.Graph, free func(graph.OpID) bool) (*units, error) {
 	uf := graph.NewGrouping(n)
 	for i := range unitOf {
 		uf.Union(graph.OpID(i), graph.OpID(unitOf[i]))
+	}
+	// Module-aligned cuts: the forward ops of one module form one unit.
+	if modules != nil {
+		first := map[string]graph.OpID{}
+		for i, k := range modules {
+			if k == "" || g.Ops[i].Phase != graph.Forward {
+				continue
+			}
+			if f, ok := first[k]; ok {
+				uf.Union(f, graph.OpID(i))
+			} else {
+				first[k] = graph.OpID(i)
+			}
+		}
 	}
 	for {
 		edges := forwardEdges(g, adj, uf)

@@ -13,7 +13,7 @@ import (
 // buildUnits put in more than one unit.
 func checkColocationUnits(t *testing.T, g *graph.Graph) {
 	t.Helper()
-	u, err := buildUnits(g, func(graph.OpID) bool { return false })
+	u, err := buildUnits(g, func(graph.OpID) bool { return false }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

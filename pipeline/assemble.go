@@ -314,7 +314,7 @@ func addStages(r *run, pp *partition.Plan) {
 			p.Stages[from].SendBytes += t.Bytes
 		}
 	}
-	forward := make([][]string, S)
+	forward, all := make([][]graph.OpID, S), make([][]graph.OpID, S)
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		id, _ := g.OpByName(op.Name)
@@ -324,18 +324,18 @@ func addStages(r *run, pp *partition.Plan) {
 		}
 		st := &p.Stages[s]
 		st.Ops = append(st.Ops, op.Name)
-		if op.Phase == graph.Forward.String() {
-			forward[s] = append(forward[s], op.Name)
+		all[s] = append(all[s], id)
+		if g.Ops[id].Phase == graph.Forward {
+			forward[s] = append(forward[s], id)
 		}
 	}
-	for i, names := range forward {
-		if len(names) == 0 {
-			names = p.Stages[i].Ops
+	keys := partition.ModuleKeys(g)
+	for i, ops := range forward {
+		if len(ops) == 0 {
+			ops = all[i]
 		}
-		if len(names) > 0 {
-			st := &p.Stages[i]
-			st.FirstOp, st.LastOp = names[0], names[len(names)-1]
-			st.ModulePrefix = partition.ModulePrefix(names)
-		}
+		sp := partition.StageSplit(g, ops, keys)
+		st := &p.Stages[i]
+		st.FirstOp, st.LastOp, st.ModulePrefix, st.FirstModule, st.LastModule = sp.FirstOp, sp.LastOp, sp.ModulePrefix, sp.FirstModule, sp.LastModule
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
@@ -393,6 +394,9 @@ func buildCosts(_ context.Context, r *run) error {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
 	}
 	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
+	if r.fused != nil {
+		r.problem.Modules = partition.CoarseModuleKeys(r.fused.coarse)
+	}
 	if r.given != nil {
 		r.problem.Given = r.given.onGraph(r)
 	}

@@ -161,13 +161,19 @@ type Stage struct {
 	ReplicaDevices [][]string `json:"replica_devices,omitempty" yaml:"replica_devices,omitempty"`
 	Replicas       int        `json:"replicas" yaml:"replicas"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
-	// and last forward ops, and ModulePrefix their common module path
-	// ("/blocks.11/") when op names carry one: the split points to give
+	// and last forward ops that compute (bookkeeping ops such as Identity,
+	// Constant and Shape skipped), ModulePrefix the module path its
+	// forward ops share ("/blocks/blocks.11/"; "/" when only the root)
+	// when op names carry one, and FirstModule and LastModule the modules
+	// FirstOp and LastOp belong to, at the level pipeline stages are cut
+	// at ("/blocks/blocks.6/"): the split points to give
 	// torch.distributed.pipelining or DeepSpeed.
 	Ops          []string `json:"ops" yaml:"ops"`
 	FirstOp      string   `json:"first_op" yaml:"first_op"`
 	LastOp       string   `json:"last_op" yaml:"last_op"`
 	ModulePrefix string   `json:"module_prefix,omitempty" yaml:"module_prefix,omitempty"`
+	FirstModule  string   `json:"first_module,omitempty" yaml:"first_module,omitempty"`
+	LastModule   string   `json:"last_module,omitempty" yaml:"last_module,omitempty"`
 	// Per micro-batch, from the simulated step: compute (the busiest
 	// device's), sends to other stages, the share of the per-step
 	// all-reduce and update, and their sum.

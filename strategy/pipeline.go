@@ -47,7 +47,7 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 	var out []Proposal
 	scale := 1.0
 	for attempt := 0; attempt < 3; attempt++ {
-		pp, err := s.partition(ctx, p, scale)
+		pp, cutNote, err := s.partition(ctx, p, scale)
 		if err != nil {
 			if attempt == 0 {
 				return nil, err
@@ -55,6 +55,11 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 			break
 		}
 		props := s.proposals(p, pp)
+		if cutNote != "" {
+			for i := range props {
+				props[i].Notes = append(props[i].Notes, cutNote)
+			}
+		}
 		if attempt > 0 {
 			note := fmt.Sprintf("the partitioner's memory model fell short of the simulator's peak; partitioned again with devices at %.1f%% of their memory", 100*scale)
 			for i := range props {
@@ -83,8 +88,48 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 	return out, nil
 }
 
-// partition runs the partitioner with every device's memory scaled.
-func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*partition.Plan, error) {
+// partition runs the partitioner with every device's memory scaled. When
+// op names carry module paths it cuts the stages between modules, and
+// also between any ops: the module-aligned split is kept unless its
+// predicted step is more than partition.ModuleCutTolerance longer, and
+// the note says which was kept and what the modules cost.
+func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*partition.Plan, string, error) {
+	if s.opts.OpCuts {
+		pp, err := s.partitionCuts(ctx, p, scale, true)
+		return pp, "", err
+	}
+	aligned, alignedErr := s.partitionCuts(ctx, p, scale, false)
+	if aligned == nil && alignedErr == nil {
+		// No modules to cut between.
+		pp, err := s.partitionCuts(ctx, p, scale, true)
+		return pp, "", err
+	}
+	free, err := s.partitionCuts(ctx, p, scale, true)
+	switch {
+	case alignedErr != nil && err != nil:
+		return nil, "", alignedErr
+	case alignedErr != nil:
+		return free, fmt.Sprintf("stages cut between ops, inside modules: cutting only between modules failed (%v)", alignedErr), nil
+	case err != nil:
+		return aligned, "", nil
+	}
+	cost := aligned.StepMs/free.StepMs - 1
+	if cost > partition.ModuleCutTolerance {
+		return free, fmt.Sprintf("stages cut between ops, inside modules: cutting only between modules predicts a %.1f%% longer step (%.3f ms against %.3f ms), over the %.0f%% allowed",
+			100*cost, aligned.StepMs, free.StepMs, 100*partition.ModuleCutTolerance), nil
+	}
+	if cost >= 0.0005 {
+		return aligned, fmt.Sprintf("stages cut between modules: %.1f%% longer predicted step than cutting between any ops (%.3f ms against %.3f ms), within the %.0f%% allowed",
+			100*cost, aligned.StepMs, free.StepMs, 100*partition.ModuleCutTolerance), nil
+	}
+	return aligned, "", nil
+}
+
+// partitionCuts runs the partitioner with every device's memory scaled,
+// cutting between any ops (opCuts) or between modules only. Between
+// modules, it returns nil and no error when the op names carry no
+// modules to cut between.
+func (s pipelined) partitionCuts(ctx context.Context, p *Problem, scale float64, opCuts bool) (*partition.Plan, error) {
 	part, err := partition.New(s.name)
 	if err != nil {
 		return nil, err
@@ -106,9 +151,13 @@ func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*p
 		}
 		costs = costs.Restrict(sub)
 	}
-	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblem(costs, opts) })
+	opts.OpCuts = opts.OpCuts || opCuts
+	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblemModules(costs, opts, p.Modules) })
 	if err != nil {
 		return nil, err
+	}
+	if !opts.OpCuts && !prob.ModuleAligned() {
+		return nil, nil
 	}
 	return part.Partition(ctx, prob)
 }

@@ -57,6 +57,11 @@ type Problem struct {
 	// Given is the placement strategy given plans (GivenStrategy); nil
 	// when none was given. Other strategies ignore it.
 	Given *Given
+	// Modules is each op's module for the pipeline strategies' cuts (see
+	// partition.ModuleKeys); nil: taken from the graph's op names. A
+	// caller that placed a fused graph gives the modules of the original
+	// ops (partition.CoarseModuleKeys).
+	Modules []string
 
 	// parts shares partition problems between the pipeline strategies
 	// (nil: none shared).
