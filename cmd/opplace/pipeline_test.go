@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -104,5 +106,67 @@ func TestPipelinePlans(t *testing.T) {
 	_, a, _ := invoke(t, args...)
 	if _, b, _ := invoke(t, args...); a != b {
 		t.Error("two pipeline plans of the same input differ")
+	}
+}
+
+// TestPipelineModuleCuts plans the real transformer exports (skipped when
+// absent, looked for in testdata/models, then ../shared/models) with every
+// pipeline strategy: each transformer block lies whole in one stage, every
+// stage names a module prefix and first and last ops that compute, and
+// every op carries its stage.
+func TestPipelineModuleCuts(t *testing.T) {
+	block := regexp.MustCompile(`^/blocks/blocks\.\d+/`)
+	bookkeeping := map[string]bool{"Identity": true, "Constant": true, "Shape": true, "Reshape": true, "Squeeze": true, "Unsqueeze": true}
+	for _, tc := range []struct{ model, batch, cluster string }{
+		{"gpt2_small", "8", "4xV100.yaml"},
+		{"gpt2_xl", "4", "8xA100-2host.yaml"},
+		{"bert_base", "16", "4xV100.yaml"},
+	} {
+		path := filepath.Join(modelDir, tc.model+".onnx")
+		if _, err := os.Stat(path); err != nil {
+			path = filepath.Join("../../../shared/models", tc.model+".onnx")
+			if _, err := os.Stat(path); err != nil {
+				t.Logf("%s: absent, skipped", tc.model)
+				continue
+			}
+		}
+		for _, strategy := range []string{"pipeline:exact", "pipeline:pipedream", "pipeline:gpipe"} {
+			t.Run(tc.model+"/"+strategy, func(t *testing.T) {
+				code, stdout, stderr := invoke(t, "plan", path, "--batch", tc.batch, "--cluster", filepath.Join(clusterDir, tc.cluster), "--strategy", strategy, "-o", "json")
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				var p plan.Plan
+				if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Stages) < 2 {
+					t.Fatalf("%d stages", len(p.Stages))
+				}
+				types := map[string]string{}
+				blockStage := map[string]int{}
+				for _, op := range p.Ops {
+					types[op.Name] = op.Type
+					if op.Stage == nil {
+						t.Fatalf("op %s has no stage", op.Name)
+					}
+					b := block.FindString(op.Name)
+					if b == "" || op.Phase != "forward" {
+						continue
+					}
+					if s, ok := blockStage[b]; ok && s != *op.Stage {
+						t.Fatalf("block %s is cut: op %s in stage %d, an earlier op in stage %d", b, op.Name, *op.Stage, s)
+					}
+					blockStage[b] = *op.Stage
+				}
+				for _, st := range p.Stages {
+					if st.ModulePrefix == "" || st.FirstModule == "" || st.LastModule == "" ||
+						bookkeeping[types[st.FirstOp]] || bookkeeping[types[st.LastOp]] {
+						t.Errorf("stage %d: first %s (%s), last %s (%s), module prefix %q, modules %q .. %q", st.Index,
+							st.FirstOp, types[st.FirstOp], st.LastOp, types[st.LastOp], st.ModulePrefix, st.FirstModule, st.LastModule)
+					}
+				}
+			})
+		}
 	}
 }
