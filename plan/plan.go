@@ -195,6 +195,16 @@ type Stage struct {
 	EndMS          float64 `json:"end_ms" yaml:"end_ms"`
 }
 
+// Modules describes the stage's modules for a reader: its first and last
+// modules ("/blocks/blocks.0/ .. /blocks/blocks.5/") when they differ, else
+// the module path its forward ops share; empty when op names carry none.
+func (s *Stage) Modules() string {
+	if s.FirstModule != "" && s.LastModule != "" && s.FirstModule != s.LastModule {
+		return s.FirstModule + " .. " + s.LastModule
+	}
+	return s.ModulePrefix
+}
+
 // Stage returns the plan's stage of index i, or nil.
 func (p *Plan) Stage(i int) *Stage {
 	for k := range p.Stages {

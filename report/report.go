@@ -277,7 +277,7 @@ func stagesTable(pg *page, p *plan.Plan) {
 	var slowest float64
 	for _, st := range p.Stages {
 		slowest = max(slowest, st.TimeMS)
-		if st.ModulePrefix != "" {
+		if st.Modules() != "" {
 			pg.ShowModules = true
 		}
 	}
@@ -285,7 +285,7 @@ func stagesTable(pg *page, p *plan.Plan) {
 		r := stageRow{Index: fmt.Sprint(st.Index), Type: st.DeviceType, Replicas: fmt.Sprint(st.Replicas), Ops: fmt.Sprint(len(st.Ops)),
 			Time: fmtNum3(st.TimeMS), Compute: fmtNum3(st.ComputeMS), Comm: fmtNum3(st.CommMS), Sync: fmtNum3(st.SyncMS),
 			Sends: fmtBytes(st.SendBytes), Peak: fmtBytes(st.PeakMemoryBytes),
-			FirstOp: breakable(st.FirstOp), LastOp: breakable(st.LastOp), Module: breakable(st.ModulePrefix),
+			FirstOp: breakable(st.FirstOp), LastOp: breakable(st.LastOp), Module: breakable(st.Modules()),
 			Bottleneck: len(p.Stages) > 1 && st.TimeMS == slowest}
 		r.Devices = strings.Join(st.Devices, ", ")
 		if len(st.Devices) > 2 {

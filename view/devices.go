@@ -102,8 +102,8 @@ func writeStages(d *dot, l *layout) {
 		if st.Replicas > 1 {
 			label += fmt.Sprintf("\n%d replicas, all-reduce %s in %s", st.Replicas, formatBytes(st.AllReduceBytes), formatMS(st.AllReduceMS))
 		}
-		if st.ModulePrefix != "" {
-			label += "\nmodules " + st.ModulePrefix
+		if m := st.Modules(); m != "" {
+			label += "\nmodules " + m
 		}
 		if st.FirstOp != "" {
 			label += fmt.Sprintf("\n%s .. %s", st.FirstOp, st.LastOp)
