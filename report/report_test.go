@@ -168,7 +168,7 @@ func TestReportContent(t *testing.T) {
 				// memory against capacity
 				`peak 2.00 GiB of 80.00 GiB (2.5%), capacity above the scale`, `peak 2.00 GiB at 3.33 ms`,
 			},
-			notWant: []string{`Module prefix`, `The slowest stage`, `stage 0 replica`, `DOES NOT FIT`},
+			notWant: []string{`<th>Modules</th>`, `The slowest stage`, `stage 0 replica`, `DOES NOT FIT`},
 		},
 		{
 			name: "pipeline with runs",
@@ -178,7 +178,7 @@ func TestReportContent(t *testing.T) {
 				`odd micro-batches (lighter shade)`, `<div class="v">4</div><div class="n">1f1b schedule, bubble 25.0%</div>`,
 				`>stage 1<`, `all-reduce of stage 1 gradients`, `64.00 MiB across 2 devices`,
 				`The other replicas, on gpu2 (1 device), run the same schedule`, `stage 1 replica`,
-				`Module prefix`, `/<wbr>blocks.1/<wbr>`, `<tr class="bottleneck"><td class="num">1</td>`,
+				`<th>Modules</th>`, `/<wbr>blocks.1/<wbr>`, `<tr class="bottleneck"><td class="num">1</td>`,
 				`64.00 MiB<div class="subnum">in 3.000 ms</div>`,
 				`The slowest stage (highlighted) sets the pipeline&#39;s pace: 9.000 ms per micro-batch.`,
 				`Not drawn, holding nothing: gpu3.`,
