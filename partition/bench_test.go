@@ -45,13 +45,14 @@ func loadCluster(b testing.TB) *cluster.Cluster {
 }
 
 // BenchmarkExactSynthetic times exact on 100, 1,000 and 5,000 grouped
-// ops on 8 A100s (auto micro-batches: six dynamic programmes each).
+// ops on 8 A100s (auto micro-batches: six dynamic programmes each),
+// cutting between any ops, not only between its blocks.
 func BenchmarkExactSynthetic(b *testing.B) {
 	c := loadCluster(b)
 	for _, n := range []int{100, 1000, 5000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			g := syntheticTransformer(n)
-			p := newTestProblem(b, g, c, Options{TimeLimit: 10 * time.Minute})
+			p := newTestProblem(b, g, c, Options{TimeLimit: 10 * time.Minute, OpCuts: true}) // every op a cut candidate
 			l, err := idealLattice(p.u, p.m, 1<<22)
 			if err != nil {
 				b.Fatal(err)
