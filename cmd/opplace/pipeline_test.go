@@ -159,6 +159,19 @@ func TestPipelineModuleCuts(t *testing.T) {
 					}
 					blockStage[b] = *op.Stage
 				}
+				if strategy == "pipeline:exact" {
+					// The plan file, ops' stages and all, is a placement
+					// that gives the same step.
+					file := filepath.Join(t.TempDir(), "plan.json")
+					if err := os.WriteFile(file, []byte(stdout), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					code, again, stderr := invoke(t, "plan", path, "--batch", tc.batch, "--cluster", filepath.Join(clusterDir, tc.cluster), "--placement", file, "-o", "json")
+					var q plan.Plan
+					if code != 0 || json.Unmarshal([]byte(again), &q) != nil || q.PredictedStepMS != p.PredictedStepMS || len(q.Stages) != len(p.Stages) {
+						t.Errorf("the plan file as a placement: exit %d, step %g ms against %g, %d stages against %d: %s", code, q.PredictedStepMS, p.PredictedStepMS, len(q.Stages), len(p.Stages), stderr)
+					}
+				}
 				for _, st := range p.Stages {
 					if st.ModulePrefix == "" || st.FirstModule == "" || st.LastModule == "" ||
 						bookkeeping[types[st.FirstOp]] || bookkeeping[types[st.LastOp]] {
