@@ -13,9 +13,14 @@ import (
 const MaxModuleShare = 1.0 / 8
 
 // ModuleCutTolerance is how much longer a step the module-aligned split
-// may predict than the split at op boundaries (as a fraction of the
-// latter) before the pipeline strategies cut at op boundaries instead.
-const ModuleCutTolerance = 0.05
+// may take in the simulator than the split at op boundaries (as a
+// fraction of the latter) before the pipeline strategies cut at op
+// boundaries instead. A stage boundary inside a block is one a training
+// script cannot hand to torch.distributed.pipelining or DeepSpeed, so
+// it is worth a few per cent: BERT-base's module-aligned pipelines take
+// 5.9% (4xV100) and 8.2% (8xA100-2host) longer, GPT-2 XL's 3%, and
+// Inception-V3's on hetero 19%, which falls back.
+const ModuleCutTolerance = 0.10
 
 // slashes are the positions of the '/' that end module path components
 // of name, the root's leading '/' left out: "/blocks/blocks.6/attn/MatMul"

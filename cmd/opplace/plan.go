@@ -31,6 +31,7 @@ type planFlags struct {
 	microBatches string
 	objective    string
 	schedule     string
+	opCuts       bool
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -96,6 +97,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.StringVar(&f.microBatches, "microbatches", "auto", "pipeline strategies: micro-batches per step, or auto (the best count under memory)")
 	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
 	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
+	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the step over 10% longer)")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	return cmd
@@ -150,6 +152,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		return usageError{err}
 	}
 	opts.Objective, opts.Schedule = f.objective, f.schedule
+	opts.Strategies.Pipeline.OpCuts = f.opCuts
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
 	if f.verbose && res != nil {
