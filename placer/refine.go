@@ -23,8 +23,8 @@ const DefaultRefineWork = 10_000_000
 // tried again.
 const retryAfter = 4
 
-// minRefineTries is the fewest placements worth a search: a graph so
-// large that the work allows fewer is left as it is.
+// minRefineTries is the fewest placements worth a search: on a graph so
+// large that the work allows fewer, Refine returns ErrTooLarge.
 const minRefineTries = 100
 
 // RefineOptions bound a local search.
