@@ -210,7 +210,7 @@ func TestBaechiInfeasible(t *testing.T) {
 		}
 		if tc.b == group {
 			// A plan exists: opplace's m-etf finds it.
-			if _, err := (metf{}).Place(context.Background(), p); err != nil {
+			if _, err := listPlacer(etf).Place(context.Background(), p); err != nil {
 				t.Errorf("m-etf on %s: %v", tc.b.G.Name, err)
 			}
 		}

@@ -9,10 +9,10 @@ import (
 )
 
 func init() {
-	Register("expert", "the hand-written layer-wise split: contiguous topological blocks of balanced compute, one per device", func() Placer { return expert{} })
+	Register("expert", "the hand-written layer-wise split: contiguous topological blocks of balanced compute, one per device", func() Placer { return listPlacer(placeExpert) })
 }
 
-// expert is the split practitioners write by hand ("layers 0-11 on GPU 0,
+// placeExpert is the split practitioners write by hand ("layers 0-11 on GPU 0,
 // 12-23 on GPU 1, ..."): the topological order cut into contiguous blocks,
 // one per device in index order, each with a share of the compute
 // proportional to the device's speed. An op goes to the next device early
@@ -27,17 +27,6 @@ func init() {
 // the forward order into blocks balanced by forward+backward+update
 // compute across all devices, as a hand-written pipeline split is,
 // rather than the forward pass alone filling the first third of them.
-type expert struct{}
-
-func (e expert) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	return placed(e.PlaceJudged(ctx, p))
-}
-
-func (expert) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
-	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeExpert(ctx, s) })
-}
-
-// placeExpert places every op of s's problem in blocks.
 func placeExpert(ctx context.Context, s *listState) (sim.Placement, error) {
 	p := s.p
 	t := p.Costs

@@ -1,6 +1,7 @@
 package placer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,18 @@ import (
 // fitRounds bounds how many times a list placer places again with
 // lowered capacities before it gives up.
 const fitRounds = 4
+
+// listPlacer is a list scheduler as a Placer: it schedules the problem
+// on a listState, and placeFitting checks the placement with the judge.
+type listPlacer func(ctx context.Context, s *listState) (sim.Placement, error)
+
+func (l listPlacer) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(l.PlaceJudged(ctx, p))
+}
+
+func (l listPlacer) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
+	return placeFitting(p, func(s *listState) (sim.Placement, error) { return l(ctx, s) })
+}
 
 // placeFitting runs a list scheduler, place, on problem p until the
 // judge finds its placement within every device's memory, so a list

@@ -9,10 +9,10 @@ import (
 )
 
 func init() {
-	Register("heft", "HEFT: ops by upward rank, each on the device where it finishes first, filling idle gaps", func() Placer { return heft{} })
+	Register("heft", "HEFT: ops by upward rank, each on the device where it finishes first, filling idle gaps", func() Placer { return listPlacer(placeHEFT) })
 }
 
-// heft is Topcuoglu et al.'s Heterogeneous Earliest Finish Time, with
+// placeHEFT is Topcuoglu et al.'s Heterogeneous Earliest Finish Time, with
 // memory: ops are taken in decreasing upward rank,
 //
 //	rank(i) = mean time of i + max over successors j of (mean transfer of i's
@@ -24,17 +24,6 @@ func init() {
 // earliest, starting in the first idle gap long enough after its inputs
 // arrive. Ties go to the lower device index; equal ranks to the earlier
 // topological position, so a predecessor always comes first.
-type heft struct{}
-
-func (h heft) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	return placed(h.PlaceJudged(ctx, p))
-}
-
-func (heft) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
-	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeHEFT(ctx, s) })
-}
-
-// placeHEFT places every op of s's problem by HEFT.
 func placeHEFT(ctx context.Context, s *listState) (sim.Placement, error) {
 	p := s.p
 	order := heftOrder(p, s)

@@ -153,7 +153,7 @@ func TestMETFStuckMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = metf{}.Place(context.Background(), p)
+	_, err = listPlacer(etf).Place(context.Background(), p)
 	want := `after placing 1 of 4 ops, op "f0" needs 11 B more on d0, which has 40 B free, none of it for a forward op (forward ops leave 60 B for the backward scratch of its colocation groups)`
 	var inf *InfeasibleError
 	if !asInfeasible(err, &inf) || inf.Detail != want {

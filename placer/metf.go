@@ -9,10 +9,10 @@ import (
 )
 
 func init() {
-	Register("m-etf", "Baechi's memory-constrained earliest-task-first list scheduling", func() Placer { return metf{} })
+	Register("m-etf", "Baechi's memory-constrained earliest-task-first list scheduling", func() Placer { return listPlacer(etf) })
 }
 
-// metf is Baechi's m-ETF: repeatedly start the (ready op, device) pair
+// etf is Baechi's m-ETF: repeatedly start the (ready op, device) pair
 // with the earliest start time, max(device free, inputs arrived), ties by
 // topological position then device index. A device is eligible only if
 // the op may run there (pins, device types, colocation) and the op's new
@@ -30,17 +30,6 @@ func init() {
 // fill the channels (see listState.dataReady), so a heap key is a lower
 // bound, refreshed when its entry comes to the top: the top after
 // refreshing is the true minimum.
-type metf struct{}
-
-func (m metf) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	return placed(m.PlaceJudged(ctx, p))
-}
-
-func (metf) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
-	return placeFitting(p, func(s *listState) (sim.Placement, error) { return etf(ctx, s) })
-}
-
-// etf places every op of s's problem by m-ETF.
 func etf(ctx context.Context, s *listState) (sim.Placement, error) {
 	p := s.p
 	later := make([]*minheap.Heap[entry], s.nd)   // data arrives after the device is free

@@ -53,13 +53,13 @@ func (m *msct) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim
 	if cols := len(gg.edges) + gs.Len() + 1; cols > MaxSCTColumns {
 		m.notes = append(m.notes, fmt.Sprintf("the favourite-child LP would have %d columns (%s), over the limit of %d: placed by plain m-ETF",
 			cols, gs, MaxSCTColumns))
-		return metf{}.PlaceJudged(ctx, p)
+		return listPlacer(etf).PlaceJudged(ctx, p)
 	}
 	begin := time.Now()
 	x, err := sctLP(p, gg)
 	if err != nil {
 		m.notes = append(m.notes, fmt.Sprintf("favourite-child LP failed (%v): placed by plain m-ETF", err))
-		return metf{}.PlaceJudged(ctx, p)
+		return listPlacer(etf).PlaceJudged(ctx, p)
 	}
 	fav := favourites(p, gg, x)
 	nfav := 0

@@ -8,26 +8,15 @@ import (
 )
 
 func init() {
-	Register("m-topo", "Baechi's m-TOPO: fill devices in topological order, each up to an even share of the model's memory", func() Placer { return mtopo{} })
+	Register("m-topo", "Baechi's m-TOPO: fill devices in topological order, each up to an even share of the model's memory", func() Placer { return listPlacer(placeTopo) })
 }
 
-// mtopo is Baechi's m-TOPO: walk a topological order and fill the devices
+// placeTopo is Baechi's m-TOPO: walk a topological order and fill the devices
 // one at a time, moving on once a device holds its share, (memory the
 // whole model places) / (devices) + (largest op's working set). An op the
 // current device may not run, or whose memory does not fit there at that
 // moment, goes to the next device that takes it; the last device has no
 // share cap. It ignores time entirely: the balanced-memory baseline.
-type mtopo struct{}
-
-func (m mtopo) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
-	return placed(m.PlaceJudged(ctx, p))
-}
-
-func (mtopo) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
-	return placeFitting(p, func(s *listState) (sim.Placement, error) { return placeTopo(ctx, s) })
-}
-
-// placeTopo places every op of s's problem by m-TOPO.
 func placeTopo(ctx context.Context, s *listState) (sim.Placement, error) {
 	p := s.p
 	var total, largest int64
