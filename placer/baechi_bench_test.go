@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/opplace/opplace/cluster"
@@ -135,32 +135,17 @@ func benchPlacer(b *testing.B, name string, problems []*placer.Problem) {
 	reportPlans(b, plans)
 }
 
-// benchLocal is strategy local as auto runs it: the local search, with
-// auto's work budget, from the fastest placement of m-etf, heft and m-sct
+// benchLocal is strategy local as auto runs it: after m-etf, heft and
+// m-sct, with auto's work budget, from the fastest of their placements
 // that fits.
 func benchLocal(b *testing.B, problems []*placer.Problem) {
 	var plans []judgedPlan
+	names := append(slices.Clone(strategy.LocalSeeds), "local")
 	for _, p := range problems {
-		var start sim.Placement
-		best := math.Inf(1)
-		for _, name := range strategy.LocalSeeds {
-			pl, _ := placer.New(name)
-			got, err := pl.Place(context.Background(), p)
-			if err != nil {
-				continue
-			}
-			if res, err := p.Simulate(got); err == nil && p.Fits(res) && res.Step < best {
-				start, best = got, res.Step
-			}
+		outs, _, _ := strategy.Search(context.Background(), strategy.NewProblem(p, 0), strategy.Config{}, names)
+		if o := outs[len(outs)-1]; o.Sim != nil {
+			plans = append(plans, judgedPlan{p, o.Sim})
 		}
-		if math.IsInf(best, 1) {
-			continue
-		}
-		r, err := placer.Refine(context.Background(), p, start, placer.RefineOptions{Work: strategy.AutoRefineWork})
-		if err != nil {
-			b.Fatal(err)
-		}
-		plans = append(plans, judgedPlan{p, r.Sim})
 	}
 	reportPlans(b, plans)
 }
