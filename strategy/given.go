@@ -43,11 +43,13 @@ type Given struct {
 	Notes []string
 }
 
-// Family is the family of the given plan's shape: a pipeline of several
-// stages, data parallelism over replicas of one device, a hybrid of
-// replicas of several devices, or a placement.
-func (g *Given) Family() string {
-	pl := &g.Plan
+// Family is the family of the given plan's shape (shapeFamily).
+func (g *Given) Family() string { return shapeFamily(&g.Plan) }
+
+// shapeFamily is the family a plan's shape belongs to: a pipeline of
+// several stages, data parallelism over replicas of one device, a hybrid
+// of replicas of several devices, or a placement.
+func shapeFamily(pl *sim.Plan) string {
 	if len(pl.Stages) > 1 {
 		return FamilyPipeline
 	}

@@ -87,7 +87,7 @@ func (s *local) ProposeFrom(ctx context.Context, p *Problem, before []Outcome) (
 // onePlacement reports whether a plan is an operator placement: one
 // stage, one replica, the whole batch at once.
 func onePlacement(p *sim.Plan) bool {
-	return p != nil && len(p.Stages) <= 1 && p.MicroBatches <= 1 && (len(p.Stages) == 0 || len(p.Stages[0].Replicas) == 1)
+	return p != nil && shapeFamily(p) == FamilyPlacement && p.MicroBatches <= 1
 }
 
 func (s *local) options() placer.RefineOptions {
