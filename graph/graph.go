@@ -347,6 +347,21 @@ func (g *Graph) Batch() int64 {
 	return 0
 }
 
+// QuoteNames quotes the names of the first three of ops for a message,
+// and counts the rest: "a", "b", "c", and 4 more.
+func (g *Graph) QuoteNames(ops []OpID) string {
+	const shown = 3
+	var names []string
+	for i, op := range ops {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(ops)-shown))
+			break
+		}
+		names = append(names, fmt.Sprintf("%q", g.Ops[op].Name))
+	}
+	return strings.Join(names, ", ")
+}
+
 // OpByName looks an op up by name.
 func (g *Graph) OpByName(name string) (OpID, bool) {
 	g.index()

@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/graph/topo"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/graph/graphtest"
 )
 
 // build makes a graph from op names and their input op names; each op has
@@ -314,6 +315,23 @@ func TestBatch(t *testing.T) {
 		}
 		if got := g.Batch(); got != tt.want {
 			t.Errorf("%s: Batch() = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestQuoteNames(t *testing.T) {
+	g := graphtest.New("names").Input("x", 8).Op("a", 1, 1, "x").Op("b", 1, 1, "x").Op("c", 1, 1, "x").Op("d", 1, 1, "x").Op("e", 1, 1, "x").G
+	for _, tc := range []struct {
+		ops  []graph.OpID
+		want string
+	}{
+		{nil, ""},
+		{[]graph.OpID{1}, `"b"`},
+		{[]graph.OpID{0, 1, 2}, `"a", "b", "c"`},
+		{[]graph.OpID{4, 3, 2, 1, 0}, `"e", "d", "c", and 2 more`},
+	} {
+		if got := g.QuoteNames(tc.ops); got != tc.want {
+			t.Errorf("QuoteNames(%v) = %q, want %q", tc.ops, got, tc.want)
 		}
 	}
 }

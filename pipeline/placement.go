@@ -351,7 +351,7 @@ func resolveGiven(r *run, pf *PlacementFile) (*givenState, error) {
 	}
 	if len(missing) > 0 && r.opts.Fill == "" {
 		msg := fmt.Sprintf("%s leaves %s of %d unplaced (%s): give them devices, or name a placer to place them",
-			rs.source, plan.Count(len(missing), "op", "ops"), n, opNames(g, missing))
+			rs.source, plan.Count(len(missing), "op", "ops"), n, g.QuoteNames(missing))
 		if len(extra) > 0 {
 			msg += fmt.Sprintf("; %s of the plan %s not in the graph (%s): is it a plan of another model, mode or batch?",
 				plan.Count(len(extra), "op", "ops"), isAre(len(extra)), quoteList(extra[:min(len(extra), 3)], len(extra)))
@@ -854,15 +854,6 @@ func (rs *resolver) notes() []string {
 		}
 	}
 	return []string{fmt.Sprintf("placement from %s: %s", rs.source, strings.Join(parts, ", "))}
-}
-
-// opNames names the first few of ops, and how many more there are.
-func opNames(g *graph.Graph, ops []graph.OpID) string {
-	var names []string
-	for _, op := range ops[:min(len(ops), 3)] {
-		names = append(names, g.Ops[op].Name)
-	}
-	return quoteList(names, len(ops))
 }
 
 // quoteList quotes names, the first of total, and counts the rest.

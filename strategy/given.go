@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/placer"
@@ -98,7 +97,7 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	notes := slices.Clone(g.Notes)
 	if len(missing) > 0 {
 		if g.Fill == "" {
-			return nil, &PlacementError{fmt.Errorf("%s leaves %s of %d unplaced (%s): give them devices, or name a placer to place them", g.Source, plural(len(missing), "op"), len(ops), opList(p.Graph, missing))}
+			return nil, &PlacementError{fmt.Errorf("%s leaves %s of %d unplaced (%s): give them devices, or name a placer to place them", g.Source, plural(len(missing), "op"), len(ops), p.Graph.QuoteNames(missing))}
 		}
 		if fam := g.Family(); fam != FamilyPlacement || pl.MicroBatches > 1 {
 			return nil, &PlacementError{fmt.Errorf("%s leaves %s unplaced, and a placer fills in a placement only (one stage, one replica, one micro-batch), not this %s plan", g.Source, plural(len(missing), "op"), fam)}
@@ -149,20 +148,6 @@ func fill(ctx context.Context, p *Problem, devices []int, name string, cfg place
 		}
 	}
 	return placed, nil
-}
-
-// opList names the first few of ops, and how many more there are.
-func opList(g *graph.Graph, ops []graph.OpID) string {
-	const shown = 3
-	var names []string
-	for i, op := range ops {
-		if i == shown {
-			names = append(names, fmt.Sprintf("and %d more", len(ops)-shown))
-			break
-		}
-		names = append(names, fmt.Sprintf("%q", g.Ops[op].Name))
-	}
-	return strings.Join(names, ", ")
 }
 
 // plural is "1 op" or "n ops".
