@@ -56,6 +56,11 @@ type Table struct {
 	outBytes  []int64
 	tempBytes []int64
 	transfer  TransferModel
+	// allowed, when set, is each op's devices under the user's rules
+	// (bits over the devices of the cluster WithAllowed was given);
+	// devBit maps a device of this table's cluster to its bit.
+	allowed *graph.DeviceSets
+	devBit  []int
 }
 
 // NewTable evaluates model for every op and device type of c.
@@ -95,9 +100,78 @@ func (t *Table) OpTime(op graph.OpID, dev int) float64 {
 	return t.time[int(op)*len(t.types)+t.typeOf[dev]]
 }
 
-// CanRun reports whether op may run on device dev.
+// CanRun reports whether op may run on device dev: its device type has
+// a time for it, and the user's rules (WithAllowed) let it run there.
 func (t *Table) CanRun(op graph.OpID, dev int) bool {
+	if t.allowed != nil && !t.allowed.Has(op, t.devBit[dev]) {
+		return false
+	}
 	return !math.IsInf(t.OpTime(op, dev), 1)
+}
+
+// WithAllowed is the table with each op limited to the devices of sets
+// (bit d for device d of t's cluster), which CanRun then reports: the
+// devices the user's rules leave an op. Op times are unchanged, so an
+// estimate can still price an op where it may not go.
+func (t *Table) WithAllowed(sets *graph.DeviceSets) *Table {
+	r := *t
+	r.allowed = sets
+	r.devBit = make([]int, len(t.typeOf))
+	for d := range r.devBit {
+		r.devBit[d] = d
+	}
+	return &r
+}
+
+// Restricted reports whether the user's rules limit some op to part of
+// the cluster.
+func (t *Table) Restricted() bool { return t.allowed != nil }
+
+// Classes are the cluster's classes of interchangeable devices
+// (cluster.Classes: one type, one memory size), each split further so
+// that the user's rules allow every op the same devices of a class.
+func (t *Table) Classes() [][]int {
+	classes := t.Cluster.Classes()
+	if t.allowed == nil {
+		return classes
+	}
+	// A device's signature is the distinct allowed sets that hold it.
+	seen := map[string]bool{}
+	var rows [][]uint64
+	w := t.allowed.Words
+	for op := 0; op*w < len(t.allowed.Bits); op++ {
+		row := t.allowed.Bits[op*w : (op+1)*w]
+		key := fmt.Sprint(row)
+		if !seen[key] {
+			seen[key] = true
+			rows = append(rows, row)
+		}
+	}
+	sig := func(d int) string {
+		b := make([]byte, len(rows))
+		for i, row := range rows {
+			bit := t.devBit[d]
+			if row[bit/64]&(1<<(bit%64)) != 0 {
+				b[i] = 1
+			}
+		}
+		return string(b)
+	}
+	var out [][]int
+	for _, cl := range classes {
+		var keys []string
+		var split [][]int
+		for _, d := range cl {
+			k := slices.Index(keys, sig(d))
+			if k < 0 {
+				keys, split = append(keys, sig(d)), append(split, nil)
+				k = len(keys) - 1
+			}
+			split[k] = append(split[k], d)
+		}
+		out = append(out, split...)
+	}
+	return out
 }
 
 // FastestTime is op's time on the device type that runs it fastest.
@@ -176,6 +250,14 @@ func (t *Table) Restrict(c *cluster.Cluster) *Table {
 	r.typeOf = make([]int, len(c.Devices))
 	for i := range c.Devices {
 		r.typeOf[i] = slices.Index(t.types, c.Devices[i].Type)
+	}
+	if t.allowed != nil {
+		// Devices keep their bits: c's devices are t's cluster's, by name.
+		r.devBit = make([]int, len(c.Devices))
+		for i := range c.Devices {
+			d, _ := t.Cluster.DeviceIndex(c.Devices[i].Name)
+			r.devBit[i] = t.devBit[d]
+		}
 	}
 	return &r
 }

@@ -45,6 +45,9 @@ type Fuser struct {
 	// fusion is unrestricted.
 	runs  []uint64
 	words int
+	// keys is each op's DeviceSets key (nil: none); a group's is its
+	// representative's, since only equal keys merge.
+	keys []int32
 }
 
 // DeviceSets gives each op the set of device types that can run it, for
@@ -55,7 +58,30 @@ type Fuser struct {
 type DeviceSets struct {
 	Words int
 	Bits  []uint64
+	// Keys, when set, is a key per op: ops with different keys never
+	// fuse, even where their sets meet (the user's rules bind them
+	// differently: a fused kernel would carry one op's rule onto the
+	// other).
+	Keys []int32
 }
+
+// NewDeviceSets is the sets of n ops over k devices (or types), all
+// empty.
+func NewDeviceSets(n, k int) *DeviceSets {
+	w := (k + 63) / 64
+	return &DeviceSets{Words: w, Bits: make([]uint64, n*w)}
+}
+
+// Has reports whether op's set holds device k.
+func (s *DeviceSets) Has(op OpID, k int) bool {
+	return s.Bits[int(op)*s.Words+k/64]&(1<<(k%64)) != 0
+}
+
+// Add puts device k into op's set.
+func (s *DeviceSets) Add(op OpID, k int) { s.Bits[int(op)*s.Words+k/64] |= 1 << (k % 64) }
+
+// Remove takes device k out of op's set.
+func (s *DeviceSets) Remove(op OpID, k int) { s.Bits[int(op)*s.Words+k/64] &^= 1 << (k % 64) }
 
 // SoftColocatePrefix starts a Colocate key that a pass derived rather
 // than the model required: the training step keeps each op with its
@@ -92,6 +118,12 @@ func newFuser(g *Graph, adj *Adjacency, runs *DeviceSets) (*Fuser, error) {
 			return nil, fmt.Errorf("fusion: device sets for %d ops of %d words, have %d words", n, runs.Words, len(runs.Bits))
 		}
 		f.runs, f.words = slices.Clone(runs.Bits), runs.Words
+	}
+	if runs != nil && runs.Keys != nil {
+		if len(runs.Keys) != n {
+			return nil, fmt.Errorf("fusion: rule keys for %d ops, have %d", n, len(runs.Keys))
+		}
+		f.keys = runs.Keys
 	}
 	for i := range g.Ops {
 		f.succ[i] = slices.Clone(adj.Succs(OpID(i)))
@@ -167,7 +199,7 @@ func (f *Fuser) CanMerge(a, b OpID) bool {
 // may meet another soft key: the groups then become one.
 func (f *Fuser) compatible(ra, rb OpID) bool {
 	x, y := &f.g.Ops[ra], &f.g.Ops[rb]
-	if x.Device != y.Device || !f.shareDeviceType(ra, rb) {
+	if x.Device != y.Device || !f.shareDeviceType(ra, rb) || f.keys != nil && f.keys[ra] != f.keys[rb] {
 		return false
 	}
 	kx, ky := f.key(f.groupKey(ra)), f.key(f.groupKey(rb))

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"math"
+	"slices"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -51,7 +52,8 @@ type model struct {
 	// per unit, per class (unit*nc + c)
 	fwd, bwd, upd, fwdL, bwdL []float64
 	// banned[unit*nc+c] is 1 when some op of the unit cannot run on c
-	// (its time there is +Inf; the times above then leave it out).
+	// (its time there is +Inf, or the user's rules keep it off c; the times
+	// above then leave it out).
 	banned []int32
 	// per unit
 	params, stash, temp []int64
@@ -73,7 +75,7 @@ type class struct {
 func newModel(t *cost.Table, u *units, opts Options) *model {
 	c := t.Cluster
 	m := &model{t: t, opts: opts, training: u.training}
-	for _, devs := range c.Classes() {
+	for _, devs := range t.Classes() {
 		dev := &c.Devices[devs[0]]
 		m.classes = append(m.classes, class{name: dev.Type.Name, typ: dev.Type, memory: dev.Memory, devices: devs})
 		m.linkTables(&m.classes[len(m.classes)-1])
@@ -97,7 +99,7 @@ func newModel(t *cost.Table, u *units, opts Options) *model {
 				dev := m.classes[k].devices[0]
 				tm := t.OpTime(op, dev)
 				i := ui*nc + k
-				if math.IsInf(tm, 1) {
+				if !t.CanRun(op, dev) {
 					m.banned[i] = 1
 					continue
 				}
@@ -157,7 +159,7 @@ func (m *model) linkTables(cl *class) {
 	outside := func(d int) cluster.Link {
 		var l cluster.Link
 		for e := range c.Devices {
-			if c.Devices[e].Type != cl.typ || c.Devices[e].Memory != cl.memory {
+			if !slices.Contains(cl.devices, e) {
 				l = slowest(l, c.Path(d, e))
 			}
 		}

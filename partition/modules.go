@@ -179,11 +179,14 @@ func StageSplit(g *graph.Graph, ops []graph.OpID, keys []string) Split {
 	return s
 }
 
-// CoarseModuleKeys is ModuleKeys of a fused graph's original ops, carried
-// over to its fused ops: a fused op is in the module all its members
-// with one are in; one whose members span modules is in none ("").
-func CoarseModuleKeys(c *graph.Coarse) []string {
-	fine := ModuleKeys(c.Fine)
+// CoarseModuleKeys is ModuleKeys of a coarse graph's fine ops, carried
+// to the coarse ops (CoarseKeys).
+func CoarseModuleKeys(c *graph.Coarse) []string { return CoarseKeys(c, ModuleKeys(c.Fine)) }
+
+// CoarseKeys carries a key per fine op to the coarse ops: a coarse op
+// takes the one non-empty key of its members, or "" when they have none
+// or several.
+func CoarseKeys(c *graph.Coarse, fine []string) []string {
 	keys := make([]string, len(c.Graph.Ops))
 	for k, members := range c.Members {
 		key, mixed := "", false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opplace/opplace/constraint"
 	"math"
 	"slices"
 	"strings"
@@ -57,6 +58,12 @@ func assemble(_ context.Context, r *run) error {
 			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
 			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i], Memory: memoryCurve(res.Memory[i], res.Step),
 		})
+	}
+	if r.rules != nil {
+		for i := range p.Devices {
+			p.Devices[i].ReservedBytes = r.rules.res.Reserved[i]
+		}
+		p.Rules = r.rules.report(pl)
 	}
 	runs := opRuns(res, len(g.Ops))
 	p.Ops = make([]plan.Op, 0, len(r.problem.Order))
@@ -191,6 +198,7 @@ func candidates(r *run) []plan.Candidate {
 	}
 	best := r.outcomes[r.chosen]
 	var out []plan.Candidate
+	var broke *constraint.Violation
 	for i, o := range r.outcomes {
 		c := plan.Candidate{Strategy: o.Strategy, Family: o.Family, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds())}
 		if o.Sim != nil {
@@ -209,9 +217,17 @@ func candidates(r *run) []plan.Candidate {
 		case o.Sim != nil && !o.Fits:
 			c.Why = "does not fit"
 			c.Error = o.Err.Error()
+		case errors.As(o.Err, &broke):
+			c.Why = "breaks a rule"
+			c.Error = o.Err.Error()
 		case o.Err != nil:
 			c.Why = "failed"
 			c.Error = o.Err.Error()
+		case (o.Penalty > 0 || best.Penalty > 0) && o.Objective() <= best.Objective()*(1+1e-9):
+			c.Why = fmt.Sprintf("same step and soft rules' penalty as %s (%.3f ms)", best.Strategy, best.Penalty*1e3)
+		case o.Penalty > 0 || best.Penalty > 0:
+			c.Why = fmt.Sprintf("%.1f%% slower with the soft rules' penalties (%.3f ms here, %.3f ms for %s)",
+				100*(o.Objective()/best.Objective()-1), o.Penalty*1e3, best.Penalty*1e3, best.Strategy)
 		case o.Sim.Step <= best.Sim.Step*(1+1e-9):
 			c.Why = "same step as " + best.Strategy + " to the nanosecond"
 		default:

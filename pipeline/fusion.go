@@ -74,6 +74,14 @@ func fuseGraph(_ context.Context, r *run) error {
 		// Fusion never merges ops the given placement puts apart.
 		sets = r.given.devicesOf(g, r.cluster, fine)
 	}
+	if r.rules != nil {
+		// Nor ops the user's rules bind differently.
+		var fixed []int
+		if r.given != nil {
+			fixed = r.given.device
+		}
+		sets = r.rules.fusionSets(g, r.cluster, fine, fixed)
+	}
 	fu, err := graph.FuseOn(g, g.BuildAdjacency(), mode, sets)
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/constraint"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/partition"
@@ -87,6 +88,10 @@ type Options struct {
 	// Fill names the placer that places the ops a given placement leaves
 	// out, the given ones pinned; "" makes such ops an error.
 	Fill string
+	// Constraints are the user's rules (see package constraint and
+	// docs/constraints.md): every strategy honours the hard ones, and the
+	// soft ones weigh on which plan is kept. Nil: none.
+	Constraints *constraint.Set
 	// AroundStage, when set, is called as each stage starts with its
 	// name (StageImport, ...); the function it returns, if any, is called
 	// as the stage ends. The command uses it to tune the Go runtime for
@@ -144,6 +149,8 @@ type run struct {
 	// given its result.
 	wantGiven bool
 	given     *givenState
+	// rules are the user's rules resolved; nil without any.
+	rules *rulesState
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -158,6 +165,7 @@ var stages = []stage{
 	{"cluster", loadCluster},
 	{"pins", resolvePins},
 	{"train", buildTrainingStep},
+	{"rules", resolveRules},
 	{"placement", resolvePlacement},
 	{"fuse", fuseGraph},
 	{"cost", buildCosts},
@@ -389,6 +397,13 @@ func buildCosts(_ context.Context, r *run) error {
 		r.model.Warnings = append(r.model.Warnings, a.Advice(r.model.Graph, r.cluster, r.model.Graph.Batch())...)
 	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)
+	var of []graph.OpID // the placed op of each op the rules were resolved on
+	if r.fused != nil {
+		of = r.fused.coarse.GroupOf
+	}
+	if r.rules != nil {
+		table = r.rules.bind(table, of)
+	}
 	p, err := placer.NewProblem(r.model.Graph, table)
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
@@ -396,6 +411,13 @@ func buildCosts(_ context.Context, r *run) error {
 	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
 	if r.fused != nil {
 		r.problem.Modules = partition.CoarseModuleKeys(r.fused.coarse)
+	}
+	if r.rules != nil {
+		p.Apart = r.rules.apart
+		r.problem.Rules = r.rules.checker
+		if pieces := r.rules.pieces(r); pieces != nil {
+			r.problem.Modules, r.problem.CutRequired = pieces, true
+		}
 	}
 	if r.given != nil {
 		r.problem.Given = r.given.onGraph(r)

@@ -924,9 +924,15 @@ func (gs *givenState) onGraph(r *run) *strategy.Given {
 // devicesOf is, for fusion, the devices each op may run on: the one the
 // given placement puts it on, else every device whose type runs it.
 func (gs *givenState) devicesOf(g *graph.Graph, c *cluster.Cluster, model cost.Model) *graph.DeviceSets {
+	return runnableDevices(g, c, model, gs.device)
+}
+
+// runnableDevices is the devices of c each op may run on: fixed[op] when
+// fixed is set and that is not -1, else every device whose type runs it
+// under model.
+func runnableDevices(g *graph.Graph, c *cluster.Cluster, model cost.Model, fixed []int) *graph.DeviceSets {
 	nd := len(c.Devices)
-	words := (nd + 63) / 64
-	sets := &graph.DeviceSets{Words: words, Bits: make([]uint64, len(g.Ops)*words)}
+	sets := graph.NewDeviceSets(len(g.Ops), nd)
 	var types []*cluster.DeviceType
 	typeOf := make([]int, nd)
 	for d := range c.Devices {
@@ -938,9 +944,8 @@ func (gs *givenState) devicesOf(g *graph.Graph, c *cluster.Cluster, model cost.M
 	}
 	runs := make([]bool, len(types))
 	for op := range g.Ops {
-		bits := sets.Bits[op*words : (op+1)*words]
-		if d := gs.device[op]; d >= 0 {
-			bits[d/64] |= 1 << (d % 64)
+		if fixed != nil && fixed[op] >= 0 {
+			sets.Add(graph.OpID(op), fixed[op])
 			continue
 		}
 		for k, dt := range types {
@@ -948,7 +953,7 @@ func (gs *givenState) devicesOf(g *graph.Graph, c *cluster.Cluster, model cost.M
 		}
 		for d := range c.Devices {
 			if runs[typeOf[d]] {
-				bits[d/64] |= 1 << (d % 64)
+				sets.Add(graph.OpID(op), d)
 			}
 		}
 	}

@@ -81,6 +81,9 @@ type ilpModel struct {
 
 func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	m.notes = nil
+	if err := noApart(p, "ilp"); err != nil {
+		return sim.Placement{}, err
+	}
 	target, secs := m.Groups, m.MaxSeconds
 	if target <= 0 {
 		target = DefaultILPGroups

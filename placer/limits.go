@@ -2,6 +2,7 @@ package placer
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/opplace/opplace/graph"
 )
@@ -16,6 +17,9 @@ type limits struct {
 	class []int32
 	// allowed lists each class's devices, ascending.
 	allowed [][]int
+	// apart[k][c] is class c's group in separate rule k (Problem.Apart),
+	// -1 for none; nil without such rules.
+	apart [][]int8
 }
 
 // newLimits derives the classes and their devices; an error names an op
@@ -73,7 +77,145 @@ func newLimits(p *Problem) (*limits, error) {
 		}
 		l.allowed[c] = keep
 	}
+	if err := l.groupsApart(p); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// groupsApart gives each class its group in every separate rule; a class
+// whose ops fall in two groups of one rule is an error, since colocated
+// ops share a device.
+func (l *limits) groupsApart(p *Problem) error {
+	if len(p.Apart) == 0 {
+		return nil
+	}
+	g := p.Graph
+	l.apart = make([][]int8, len(p.Apart))
+	for k, a := range p.Apart {
+		grp := make([]int8, len(l.allowed))
+		first := make([]graph.OpID, len(l.allowed))
+		for c := range grp {
+			grp[c] = -1
+		}
+		for i, x := range a.Group {
+			if x < 0 {
+				continue
+			}
+			c := l.class[i]
+			switch {
+			case grp[c] < 0:
+				grp[c], first[c] = x, graph.OpID(i)
+			case grp[c] != x:
+				return fmt.Errorf("%s: op %q and op %q are in different groups but must share a device (colocated: %q); drop one from its group or the colocation",
+					a.Rule, g.Ops[first[c]].Name, g.Ops[i].Name, g.Ops[i].Colocate)
+			}
+		}
+		l.apart[k] = grp
+	}
+	return nil
+}
+
+// apartHosts tracks, per separate rule and device, the groups placed
+// there so far, for placers that place one class at a time.
+type apartHosts struct {
+	l *limits
+	// mask[k][d] has bit x set when group x of rule k is on device d;
+	// groups[k] has a bit for every group of rule k some op is in.
+	mask   [][]uint64
+	groups []uint64
+}
+
+func newApartHosts(l *limits, nd int) *apartHosts {
+	if l.apart == nil {
+		return nil
+	}
+	h := &apartHosts{l: l, mask: make([][]uint64, len(l.apart)), groups: make([]uint64, len(l.apart))}
+	for k, grp := range l.apart {
+		h.mask[k] = make([]uint64, nd)
+		for _, x := range grp {
+			if x >= 0 {
+				h.groups[k] |= 1 << uint(x)
+			}
+		}
+	}
+	return h
+}
+
+// clash reports whether placing op on d would put it beside an op of
+// another group of some separate rule, or take the last device free of
+// the rule's groups that a group not yet placed needs: a list placer
+// that spread the first group over every device would leave the others
+// none. A nil tracker never clashes.
+func (h *apartHosts) clash(op graph.OpID, d int) bool {
+	if h == nil {
+		return false
+	}
+	c := h.l.class[op]
+	for k, grp := range h.l.apart {
+		x := grp[c]
+		if x < 0 {
+			continue
+		}
+		mask := h.mask[k]
+		bit := uint64(1) << uint(x)
+		if mask[d]&^bit != 0 {
+			return true
+		}
+		if mask[d]&bit != 0 {
+			continue // x is there already
+		}
+		var free int
+		var placed uint64
+		for _, m := range mask {
+			if m == 0 {
+				free++
+			}
+			placed |= m
+		}
+		waiting := bits.OnesCount64(h.groups[k] &^ placed &^ bit)
+		if free-1 < waiting {
+			return true
+		}
+	}
+	return false
+}
+
+// host records op on d.
+func (h *apartHosts) host(op graph.OpID, d int) {
+	if h == nil {
+		return
+	}
+	c := h.l.class[op]
+	for k, grp := range h.l.apart {
+		if x := grp[c]; x >= 0 {
+			h.mask[k][d] |= 1 << uint(x)
+		}
+	}
+}
+
+// apartOK reports whether a whole placement keeps every separate rule.
+func (l *limits) apartOK(dev []int, nd int) bool {
+	h := newApartHosts(l, nd)
+	if h == nil {
+		return true
+	}
+	for op, d := range dev {
+		if h.clash(graph.OpID(op), d) {
+			return false
+		}
+		h.host(graph.OpID(op), d)
+	}
+	return true
+}
+
+// noApart is the error of a placer that does not honour separate rules,
+// so that it never returns a placement breaking one.
+func noApart(p *Problem, placer string) error {
+	if len(p.Apart) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s does not place under separate rules (%s); m-etf, heft, m-sct, m-topo, expert and local do", placer, p.Apart[0].Rule)
 }
 
 // noDevice explains why no device can take op's class.

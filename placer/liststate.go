@@ -86,6 +86,9 @@ type listState struct {
 	resv     tensorDev[struct{}]
 	// headroom is, per device, the largest transient of its classes.
 	headroom []int64
+	// apart tracks the groups of separate rules on each device; nil
+	// without such rules.
+	apart *apartHosts
 }
 
 // newListState starts the bookkeeping of problem p with each device's
@@ -125,6 +128,7 @@ func newListState(p *Problem, capacity []int64) (*listState, error) {
 		s.mem[d] = newUsage()
 	}
 	s.planned.op = -1
+	s.apart = newApartHosts(lim, nd)
 	for i := range s.classDev {
 		s.classDev[i] = -1
 	}
@@ -298,7 +302,19 @@ func (s *listState) candidates(op graph.OpID) []int {
 	if d := s.classDev[s.lim.class[op]]; d >= 0 {
 		return s.one[d]
 	}
-	return s.lim.devices(op)
+	devs := s.lim.devices(op)
+	if s.apart == nil {
+		return devs
+	}
+	// Leave out the devices an op of another group of a separate rule
+	// holds; a fresh slice, since callers may hold the last one.
+	var keep []int
+	for _, d := range devs {
+		if !s.apart.clash(op, d) {
+			keep = append(keep, d)
+		}
+	}
+	return keep
 }
 
 // eligible reports whether op may still run on device d.
@@ -306,7 +322,7 @@ func (s *listState) eligible(op graph.OpID, d int) bool {
 	if cd := s.classDev[s.lim.class[op]]; cd >= 0 {
 		return cd == d
 	}
-	return s.lim.allows(op, d)
+	return s.lim.allows(op, d) && !s.apart.clash(op, d)
 }
 
 // dataReady is when every input of op could be on device d. It plans
@@ -516,6 +532,7 @@ func (s *listState) schedule(op graph.OpID, d int, start float64) {
 	g, costs := s.g, s.p.Costs
 	c := s.lim.class[op]
 	first := s.classDev[c] < 0
+	s.apart.host(op, d)
 	end := start + costs.OpTime(op, d)
 	u := s.mem[d]
 	s.dataReady(op, d)
@@ -639,6 +656,10 @@ func (s *listState) noRoom(op graph.OpID) error {
 		if at := s.startOn(op, d); best < 0 || slack(d, at) > slack(best, start) {
 			best, start = d, at
 		}
+	}
+	if best < 0 {
+		return fmt.Errorf("after placing %d of %d ops, op %q has no device left: every device it may use holds an op a separate rule keeps apart from it (%s)",
+			len(s.order), len(s.g.Ops), s.g.Ops[op].Name, s.p.Apart[0].Rule)
 	}
 	dev := s.p.Costs.Cluster.Devices[best]
 	msg := fmt.Sprintf("after placing %d of %d ops, op %q needs %s more on %s, which has %s free",

@@ -72,6 +72,9 @@ func init() {
 type baechiETF struct{}
 
 func (baechiETF) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	if err := noApart(p, "m-etf-baechi"); err != nil {
+		return sim.Placement{}, err
+	}
 	b, err := newBaechi(p, nil)
 	if err != nil {
 		return sim.Placement{}, err

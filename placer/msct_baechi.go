@@ -65,6 +65,9 @@ type baechiSCT struct{ notes []string }
 func (m *baechiSCT) Notes() []string { return m.notes }
 
 func (m *baechiSCT) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	if err := noApart(p, "m-sct-baechi"); err != nil {
+		return sim.Placement{}, err
+	}
 	m.notes = nil
 	b, err := newBaechi(p, nil)
 	if err != nil {

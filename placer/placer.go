@@ -23,6 +23,19 @@ type Problem struct {
 	// Order is a topological order; placers break ties by position in it.
 	Order []graph.OpID
 	Costs *cost.Table
+	// Apart are the user's separate rules: ops of different groups of
+	// one never share a device. The user's other placement rules reach
+	// placers through Costs (CanRun) and the ops' Colocate keys.
+	Apart []Apart
+}
+
+// Apart is one separate rule: Group[op] is op's group (0, 1, ...; at
+// most 64) or -1 for an op in none; two ops of different groups never
+// share a device.
+type Apart struct {
+	// Rule names the rule, for messages.
+	Rule  string
+	Group []int8
 }
 
 // Placer assigns ops to devices under each device's memory.
@@ -195,12 +208,8 @@ func Infeasible(p *Problem, detail string) *InfeasibleError {
 // memory), returning one representative per class, lowest index first.
 func deviceClasses(t *cost.Table) []int {
 	var reps []int
-	for d := 0; d < t.NumDevices(); d++ {
-		if !slices.ContainsFunc(reps, func(r int) bool {
-			return t.SameType(r, d) && t.Cluster.Devices[r].Memory == t.Cluster.Devices[d].Memory
-		}) {
-			reps = append(reps, d)
-		}
+	for _, cl := range t.Classes() {
+		reps = append(reps, slices.Min(cl))
 	}
 	return reps
 }

@@ -148,6 +148,10 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 				}
 				out.Tried++
 				setDevice(cur.Device, members[c], d)
+				if !lim.apartOK(cur.Device, nd) {
+					setDevice(cur.Device, members[c], from)
+					continue
+				}
 				r, err := judge.Run(&sim.Plan{Placement: cur})
 				if err == nil && r.Step < res.Step && p.Fits(r) {
 					res, moved = r, true

@@ -28,6 +28,7 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	var best sim.Placement
 	bestStep := -1.0
 	var largestPeak int64
+	apart := false // some device was left out for a separate rule
 	for _, d := range deviceClasses(p.Costs) {
 		if err := ctx.Err(); err != nil {
 			return sim.Placement{}, err
@@ -47,6 +48,10 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			}
 			pl.Device[i] = classDev[c]
 		}
+		if !lim.apartOK(pl.Device, p.Costs.NumDevices()) {
+			apart = true
+			continue
+		}
 		res, err := p.Simulate(pl)
 		if err != nil {
 			return sim.Placement{}, err
@@ -58,6 +63,9 @@ func (single) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 		if bestStep < 0 || res.Step < bestStep {
 			best, bestStep = pl, res.Step
 		}
+	}
+	if bestStep < 0 && apart && largestPeak == 0 {
+		return sim.Placement{}, fmt.Errorf("single: %w", noApart(p, "a single device"))
 	}
 	if bestStep < 0 {
 		return sim.Placement{}, Infeasible(p, fmt.Sprintf("no single device holds the graph (it peaks at %s on one device)", cluster.FormatBytes(largestPeak)))

@@ -62,6 +62,9 @@ type Plan struct {
 	BottleneckMS   float64 `json:"bottleneck_ms,omitempty" yaml:"bottleneck_ms,omitempty"`
 	BubbleFraction float64 `json:"bubble_fraction,omitempty" yaml:"bubble_fraction,omitempty"`
 	Stages         []Stage `json:"stages,omitempty" yaml:"stages,omitempty"`
+	// Rules are the user's rules the plan was made under and what each
+	// bound (see docs/constraints.md); every hard rule holds in the plan.
+	Rules []Rule `json:"rules,omitempty" yaml:"rules,omitempty"`
 	// Candidates lists every strategy tried (for "auto"), best first.
 	Candidates []Candidate `json:"candidates,omitempty" yaml:"candidates,omitempty"`
 	// Warnings are problems with the input that did not stop the plan.
@@ -77,14 +80,17 @@ type Plan struct {
 
 // Device is one device's share of the plan.
 type Device struct {
-	Name            string  `json:"name" yaml:"name"`
-	Type            string  `json:"type" yaml:"type"`
-	Host            string  `json:"host" yaml:"host"`
-	MemoryBytes     int64   `json:"memory_bytes" yaml:"memory_bytes"`
-	PeakMemoryBytes int64   `json:"peak_memory_bytes" yaml:"peak_memory_bytes"`
-	ResidentBytes   int64   `json:"resident_bytes" yaml:"resident_bytes"`
-	BusyMS          float64 `json:"busy_ms" yaml:"busy_ms"`
-	Ops             int     `json:"ops" yaml:"ops"`
+	Name            string `json:"name" yaml:"name"`
+	Type            string `json:"type" yaml:"type"`
+	Host            string `json:"host" yaml:"host"`
+	MemoryBytes     int64  `json:"memory_bytes" yaml:"memory_bytes"`
+	PeakMemoryBytes int64  `json:"peak_memory_bytes" yaml:"peak_memory_bytes"`
+	ResidentBytes   int64  `json:"resident_bytes" yaml:"resident_bytes"`
+	// ReservedBytes is the memory a reserve rule keeps free, already
+	// taken off MemoryBytes.
+	ReservedBytes int64   `json:"reserved_bytes,omitempty" yaml:"reserved_bytes,omitempty"`
+	BusyMS        float64 `json:"busy_ms" yaml:"busy_ms"`
+	Ops           int     `json:"ops" yaml:"ops"`
 	// Memory is the device's memory over the step, at most
 	// MemorySamples points: each holds the most the device held from its
 	// time until the next sample's, so the curve keeps every peak.
@@ -225,6 +231,27 @@ func (p *Plan) DeviceStages() map[string]int {
 		}
 	}
 	return out
+}
+
+// Rule is one of the user's rules and what it bound in the plan.
+type Rule struct {
+	// Rule is its one-line spelling (the command-line flag's, after the
+	// kind); Source is where it was written (FILE:LINE or the flag).
+	Rule   string `json:"rule" yaml:"rule"`
+	Source string `json:"source,omitempty" yaml:"source,omitempty"`
+	// Hard is false for a soft rule (prefer).
+	Hard bool `json:"hard" yaml:"hard"`
+	// Ops counts the ops it selects; Examples names the first few.
+	Ops      int      `json:"ops,omitempty" yaml:"ops,omitempty"`
+	Examples []string `json:"examples,omitempty" yaml:"examples,omitempty"`
+	// Devices are the devices its target names.
+	Devices []string `json:"devices,omitempty" yaml:"devices,omitempty"`
+	// Against (soft rules) counts the selected ops the plan runs against
+	// the preference; PenaltyMS is what they added to the objective.
+	Against   int     `json:"against,omitempty" yaml:"against,omitempty"`
+	PenaltyMS float64 `json:"penalty_ms,omitempty" yaml:"penalty_ms,omitempty"`
+	// Effect says what the rule did to the plan, in words.
+	Effect string `json:"effect,omitempty" yaml:"effect,omitempty"`
 }
 
 // Candidate is one strategy's outcome when several were tried.

@@ -91,7 +91,7 @@ func familyBound(p *Problem, family string) float64 {
 		return p.Bound.Seconds()
 	case FamilyHybrid:
 		largest := 0
-		for _, cl := range p.Costs.Cluster.Classes() {
+		for _, cl := range p.Costs.Classes() {
 			largest = max(largest, len(cl))
 		}
 		if r := largest / 2; r >= 2 {
@@ -150,7 +150,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 	var fails []placer.Failure
 	for i, name := range names {
 		fam := Family(name)
-		if best >= 0 && bounds[i] >= outs[best].Sim.Step {
+		if best >= 0 && bounds[i] >= outs[best].Objective() {
 			outs = append(outs, Outcome{Strategy: name, Family: fam,
 				Pruned: fmt.Sprintf("any %s plan takes at least %.3f ms, %s already takes %.3f ms", fam, bounds[i]*1e3, outs[best].Strategy, outs[best].Sim.Step*1e3)})
 			continue
@@ -168,7 +168,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		}
 		o := *ran[i]
 		outs = append(outs, o)
-		if o.Sim != nil && o.Fits && (best < 0 || o.Sim.Step < outs[best].Sim.Step) {
+		if o.Sim != nil && o.Fits && (best < 0 || o.Objective() < outs[best].Objective()) {
 			best = len(outs) - 1
 		}
 		if o.Err != nil && !errors.Is(o.Err, ErrNotApplicable) {
@@ -209,7 +209,7 @@ func runAhead(ctx context.Context, p *Problem, names []string, strategies []Stra
 			dominated := false
 			for j := 0; j < i && !dominated; j++ {
 				o := ran[j]
-				dominated = o != nil && o.Sim != nil && o.Fits && o.Sim.Step <= bounds[i]
+				dominated = o != nil && o.Sim != nil && o.Fits && o.Objective() <= bounds[i]
 			}
 			if !dominated {
 				return i

@@ -23,7 +23,7 @@ func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 		return nil, err
 	}
 	var out []Proposal
-	for _, cl := range p.Costs.Cluster.Classes() {
+	for _, cl := range p.Costs.Classes() {
 		if len(cl) < 2 || !canRunAll(p.Costs, cl[0]) {
 			continue
 		}

@@ -36,7 +36,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	}
 	var out []Proposal
 	var firstErr error
-	for _, cl := range p.Costs.Cluster.Classes() {
+	for _, cl := range p.Costs.Classes() {
 		for k := 2; k < len(cl); k *= 2 {
 			r := len(cl) / k
 			if r < 2 || p.Batch > 0 && int64(r) > p.Batch {
@@ -73,7 +73,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 func (h hybrid) placeOn(ctx context.Context, p *Problem, devs []int) (sim.Placement, error) {
 	sub := p.Costs.Cluster.Sub(devs)
 	tab := p.Costs.Restrict(sub)
-	prob := &placer.Problem{Graph: p.Graph, Adj: p.Adj, Order: p.Order, Costs: tab}
+	prob := &placer.Problem{Graph: p.Graph, Adj: p.Adj, Order: p.Order, Costs: tab, Apart: p.Apart}
 	pl, err := newPlacer(h.placer, h.cfg)
 	if err != nil {
 		return sim.Placement{}, err

@@ -67,7 +67,7 @@ func (s *local) ProposeFrom(ctx context.Context, p *Problem, before []Outcome) (
 		if o.Sim == nil || !o.Fits || o.Family != FamilyPlacement || !onePlacement(o.Plan) {
 			continue
 		}
-		if seed == nil || o.Sim.Step < seed.Sim.Step {
+		if seed == nil || o.Objective() < seed.Objective() {
 			seed = o
 		}
 	}

@@ -97,6 +97,15 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 // 5% that the simulator ran 19% longer), and the note says which was
 // kept and what the modules cost.
 func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*partition.Plan, string, error) {
+	if p.CutRequired {
+		// The user's cut rules: between their pieces only, never between
+		// ops, whatever it costs.
+		pp, err := s.partitionCuts(ctx, p, scale, false)
+		if pp == nil && err == nil {
+			err = fmt.Errorf("%s%s: %w: the cut rules leave the graph one piece, a single stage", PipelinePrefix, s.name, ErrNotApplicable)
+		}
+		return pp, "", err
+	}
 	if s.opts.OpCuts {
 		pp, err := s.partitionCuts(ctx, p, scale, true)
 		return pp, "", err

@@ -57,6 +57,14 @@ type Problem struct {
 	// Given is the placement strategy given plans (GivenStrategy); nil
 	// when none was given. Other strategies ignore it.
 	Given *Given
+	// Rules are the user's rules every plan is held to (nil: none). The
+	// placement rules reach the strategies through Costs (CanRun), the
+	// ops' Colocate keys and Apart; the judge also checks every proposal
+	// against Rules, so no plan that breaks one is ever kept.
+	Rules Rules
+	// CutRequired says the pipeline stages must cut between the pieces
+	// Modules gives (the user's cut rules), never between ops.
+	CutRequired bool
 	// Modules is each op's module for the pipeline strategies' cuts (see
 	// partition.ModuleKeys); nil: taken from the graph's op names. A
 	// caller that placed a fused graph gives the modules of the original
@@ -83,6 +91,14 @@ func (p *Problem) Simulate(pl *sim.Plan) (*sim.Result, error) {
 		return sim.Run(p.Costs, p.Adj, p.Order, pl)
 	}
 	return p.simulator.Run(pl)
+}
+
+// Rules are the user's rules as the judge applies them.
+type Rules interface {
+	// Check returns the hard rule a plan breaks, or nil.
+	Check(*sim.Plan) error
+	// Penalty is what the soft rules add to the plan's step, in seconds.
+	Penalty(*sim.Plan) float64
 }
 
 // Proposal is one plan a strategy puts to the judge.
@@ -175,7 +191,14 @@ type Outcome struct {
 	// Pruned is set when auto skipped the strategy because a bound proved
 	// it cannot beat the best plan found before it.
 	Pruned string
+	// Penalty is what the user's soft rules add to the kept plan's step
+	// (Rules.Penalty), in seconds.
+	Penalty float64
 }
+
+// Objective is what plans are chosen by: the simulated step plus the
+// soft rules' penalty, in seconds.
+func (o *Outcome) Objective() float64 { return o.Sim.Step + o.Penalty }
 
 // Evaluate runs a strategy and judges its proposals.
 func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome {
@@ -205,6 +228,9 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		if res == nil {
 			res, err = p.Simulate(pr.Plan)
 		}
+		if err == nil && p.Rules != nil {
+			err = p.Rules.Check(pr.Plan)
+		}
 		if err != nil {
 			if o.Sim == nil && overflowing == nil {
 				o.Err = err
@@ -213,19 +239,22 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		}
 		c := o
 		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, nil
+		if p.Rules != nil {
+			c.Penalty = p.Rules.Penalty(pr.Plan)
+		}
 		c.Notes = append(slices.Clone(o.Notes), pr.Notes...)
 		if pr.Family != "" {
 			c.Family = pr.Family
 		}
 		c.Fits = p.Fits(res)
 		if !c.Fits {
-			if overflowing == nil || res.Step < overflowing.Sim.Step {
+			if overflowing == nil || c.Objective() < overflowing.Objective() {
 				c.Err = Overflow(p.Problem, o.Strategy, res)
 				overflowing = &c
 			}
 			continue
 		}
-		if o.Sim == nil || !o.Fits || res.Step < o.Sim.Step {
+		if o.Sim == nil || !o.Fits || c.Objective() < o.Objective() {
 			o = c
 		}
 	}

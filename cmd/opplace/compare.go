@@ -19,6 +19,7 @@ import (
 type compareFlags struct {
 	dimFlags
 	givenFlags
+	ruleFlags
 	cluster    string
 	output     string
 	strategies []string
@@ -57,6 +58,7 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 	}
 	f.register(cmd)
 	f.registerGiven(cmd)
+	f.registerRules(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
@@ -83,6 +85,9 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 		Mode: f.mode, Optimizer: f.optimizer, AroundStage: collectorOffDuring,
 		Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}}
 	if err := f.applyCompare(&opts, f.strategies); err != nil {
+		return err
+	}
+	if err := f.ruleFlags.apply(&opts); err != nil {
 		return err
 	}
 	c, err := pipeline.Compare(cmd.Context(), pipeline.CompareOptions{Options: opts, Strategies: f.strategies})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/constraint"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
@@ -87,8 +88,9 @@ func exitCode(err error) int {
 	var in *pipeline.InputError
 	var use usageError
 	var out *output.Error
+	var conflict *constraint.ConflictError
 	switch {
-	case errors.As(err, &inf), errors.As(err, &pinf):
+	case errors.As(err, &inf), errors.As(err, &pinf), errors.As(err, &conflict):
 		return exitInfeasible
 	case errors.As(err, &in), errors.As(err, &use), errors.As(err, &out):
 		return exitInvalid

@@ -17,6 +17,7 @@ type planFlags struct {
 	dimFlags
 	deviceFlags
 	givenFlags
+	ruleFlags
 	cluster  string
 	strategy string
 	output   string
@@ -75,6 +76,12 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
   # Every op of one pipeline stage, as Graphviz source
   opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --strategy pipeline --dot s2.dot --dot-detail op --dot-stage 2
 
+  # Under rules: embeddings on gpu0, no backward op on a T4, 10% of every device kept free
+  opplace plan gpt2.onnx --cluster hetero.yaml --pin module:/wte=gpu0 --avoid phase:backward=type:T4 --reserve '*=10%'
+
+  # The same rules, and more, from a file (docs/constraints.md)
+  opplace plan gpt2.onnx --cluster 8xA100-2host.yaml --constraints rules.yaml --strategy pipeline -o table
+
   # Score a placement you give (or an earlier plan file), m-etf placing what it leaves out
   opplace plan gpt2.onnx --cluster 4xV100.yaml --dim batch=8 --placement split.yaml --fill m-etf -o table`,
 		Args: cobra.ExactArgs(1),
@@ -85,6 +92,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	f.dimFlags.register(cmd)
 	f.registerDevices(cmd)
 	f.registerGiven(cmd)
+	f.registerRules(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
@@ -124,7 +132,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	// Every file the run would write is checked before any work, so a
 	// bad path costs no planning and clobbers nothing.
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: model}, {What: "the cluster file", Path: f.cluster}, {What: "the profile", Path: f.profile},
-		{What: "the placement file", Path: f.placement}}, Stdout: cmd.OutOrStdout()}
+		{What: "the placement file", Path: f.placement}, {What: "the constraints file", Path: f.constraints}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(append(f.outputs(), output.File{What: "--emit-model", Path: f.emitModel})...); err != nil {
 		return err
 	}
@@ -146,6 +154,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		return err
 	}
 	if err := f.givenFlags.apply(&opts, cmd.Flags().Changed("strategy"), f.respectDevices); err != nil {
+		return err
+	}
+	if err := f.ruleFlags.apply(&opts); err != nil {
 		return err
 	}
 	if opts.MicroBatches, err = pipeline.ParseMicroBatches(f.microBatches); err != nil {

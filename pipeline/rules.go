@@ -1,0 +1,155 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/constraint"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/partition"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/sim"
+)
+
+// rulesState carries the user's rules from the rules stage to the
+// stages that honour them.
+type rulesState struct {
+	res *constraint.Resolved
+	// cut is each op's piece under the cut rules (nil: none), on the
+	// graph the rules were resolved on.
+	cut []string
+	// given is the cluster before the limit and reserve rules.
+	given *cluster.Cluster
+	// checker checks plans of the graph placement sees; apart are the
+	// separate rules on that graph.
+	checker *constraint.Checker
+	apart   []placer.Apart
+}
+
+// resolveRules binds the user's rules (Options.Constraints) to the
+// training step and the cluster: every later stage plans on the cluster
+// the limit and reserve rules leave, with the colocate rules in the ops'
+// Colocate keys. A rule that binds nothing is an input error; rules no
+// plan can meet are a *constraint.ConflictError.
+func resolveRules(_ context.Context, r *run) error {
+	set := r.opts.Constraints
+	if set == nil || len(set.Rules) == 0 {
+		return nil
+	}
+	if r.opts.Strategies.Pipeline.OpCuts && hasCut(set) {
+		return &InputError{errors.New("cutting pipeline stages between any ops contradicts the cut rules; drop one or the other")}
+	}
+	res, err := constraint.Resolve(set, r.model.Graph, r.cluster)
+	if err != nil {
+		var conflict *constraint.ConflictError
+		if errors.As(err, &conflict) {
+			return err
+		}
+		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	res.ApplyColocation()
+	rs := &rulesState{res: res, given: r.cluster}
+	rs.cut = res.CutKeys(partition.ModuleKeys(r.model.Graph))
+	r.cluster = res.Cluster
+	r.rules = rs
+	return nil
+}
+
+func hasCut(set *constraint.Set) bool {
+	for i := range set.Rules {
+		if set.Rules[i].Kind == constraint.Cut {
+			return true
+		}
+	}
+	return false
+}
+
+// fusionSets narrows sets, the devices (or device types) fusion lets each
+// op share, by the rules: the result is per device of c, and its keys keep
+// ops the rules bind differently apart.
+func (rs *rulesState) fusionSets(g *graph.Graph, c *cluster.Cluster, model cost.Model, fixed []int) *graph.DeviceSets {
+	sets := runnableDevices(g, c, model, fixed)
+	if a := rs.res.Allowed; a != nil {
+		for i := range sets.Bits {
+			sets.Bits[i] &= a.Bits[i]
+		}
+	}
+	sets.Keys = rs.res.FusionKeys(rs.cut)
+	return sets
+}
+
+// bind hands the rules to the problem placement solves, on the graph it
+// places (of maps each op the rules were resolved on to its op there; nil:
+// the same graph).
+func (rs *rulesState) bind(table *cost.Table, of []graph.OpID) *cost.Table {
+	n := len(table.Graph.Ops)
+	allowed, apart := rs.res.OnGraph(n, of)
+	if allowed != nil {
+		table = table.WithAllowed(allowed)
+	}
+	for _, a := range apart {
+		rs.apart = append(rs.apart, placer.Apart{Rule: a.Rule, Group: a.Group})
+	}
+	rs.checker = rs.res.Checker(of, rs.cut)
+	return table
+}
+
+// pieces is each placed op's piece under the cut rules, nil without any.
+func (rs *rulesState) pieces(r *run) []string {
+	if rs.cut == nil {
+		return nil
+	}
+	if r.fused == nil {
+		return rs.cut
+	}
+	return partition.CoarseKeys(r.fused.coarse, rs.cut)
+}
+
+// report is the plan's account of the rules: what each bound, and what
+// the soft ones cost the kept plan.
+func (rs *rulesState) report(pl *sim.Plan) []plan.Rule {
+	res := rs.res
+	against := map[*constraint.Rule]constraint.Against{}
+	for _, a := range rs.checker.Against(pl) {
+		against[a.Rule] = a
+	}
+	var out []plan.Rule
+	for _, b := range res.Bindings {
+		rule := b.Rule
+		pr := plan.Rule{Rule: rule.String(), Source: rule.Source, Hard: rule.Kind != constraint.Prefer, Ops: len(b.Ops)}
+		const examples = 3
+		for _, op := range b.Ops[:min(examples, len(b.Ops))] {
+			pr.Examples = append(pr.Examples, res.Graph.Ops[op].Name)
+		}
+		for _, d := range b.Devices {
+			pr.Devices = append(pr.Devices, res.Cluster.Devices[d].Name)
+		}
+		switch rule.Kind {
+		case constraint.Prefer:
+			if a, ok := against[rule]; ok {
+				pr.Against, pr.PenaltyMS = a.Ops, float64(a.Ops)*rule.Weight
+				pr.Effect = fmt.Sprintf("%d of %d ops run against it", a.Ops, len(b.Ops))
+			} else {
+				pr.Effect = "every selected op follows it"
+			}
+		case constraint.Limit:
+			pr.Effect = fmt.Sprintf("the plan uses %d of %d devices", len(res.Cluster.Devices), len(rs.given.Devices))
+			if len(res.Removed) > 0 {
+				pr.Effect += " (left out: " + strings.Join(res.Removed, ", ") + ")"
+			}
+		case constraint.Reserve:
+			pr.Effect = "memory shown is what is left"
+		case constraint.Cut:
+			pr.Effect = "stages start only where it allows"
+		case constraint.Separate:
+			pr.Effect = fmt.Sprintf("%d groups on disjoint devices", len(b.Groups))
+		}
+		out = append(out, pr)
+	}
+	return out
+}
