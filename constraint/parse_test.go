@@ -45,7 +45,7 @@ prefer:
 `
 
 func sel(by, pattern string) Selector { return Selector{By: by, Pattern: pattern} }
-func sels(s ...Selector) []Selector  { return s }
+func sels(s ...Selector) []Selector   { return s }
 
 var exampleRules = []Rule{
 	{Kind: Pin, Source: "c.yaml:2", Ops: sels(sel("module", "/transformer/wte/")), Target: Target{By: "device", Name: "gpu0"}},

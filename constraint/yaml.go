@@ -19,7 +19,7 @@ import (
 
 // parser carries the file name into every error, and counts selectors.
 type parser struct {
-	file      string
+	file       string
 	nSelectors int
 }
 
