@@ -3,6 +3,7 @@ package constraint
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,7 @@ func parseAmount(s string) (bytes int64, frac float64, err error) {
 		if p <= 0 || p >= 100 {
 			return 0, 0, fmt.Errorf("percentage %s must be above 0%% and below 100%%", s)
 		}
-		return 0, p / 100, nil
+		return 0, percentFraction(num), nil
 	}
 	b, err := cluster.ParseBytes(s)
 	if err != nil {
@@ -40,6 +41,18 @@ func parseAmount(s string) (bytes int64, frac float64, err error) {
 		return 0, 0, fmt.Errorf("amount %q keeps nothing free; give at least one byte, or remove the rule", s)
 	}
 	return b, 0, nil
+}
+
+// percentFraction is the float64 nearest to the percentage num divided
+// by 100 ("33.3" gives 0.333, as 33.3/100 in Go source does). num has
+// passed ParseFloat, so it is a short decimal of sane magnitude.
+func percentFraction(num string) float64 {
+	r, ok := new(big.Rat).SetString(num)
+	if !ok {
+		return 0
+	}
+	f, _ := r.Quo(r, big.NewRat(100, 1)).Float64()
+	return f
 }
 
 // plainNumber reports whether s is a decimal number with no sign other
@@ -67,7 +80,7 @@ func formatAmount(bytes int64, frac float64) string {
 		p := frac * 100
 		for places := 0; places <= 40; places++ {
 			s := strconv.FormatFloat(p, 'f', places, 64)
-			if v, err := strconv.ParseFloat(s, 64); err == nil && v/100 == frac {
+			if percentFraction(s) == frac {
 				return s + "%"
 			}
 		}

@@ -41,7 +41,7 @@ func (p *parser) errAt(n *yaml.Node, field, format string, args ...any) *FileErr
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // emptyHint ends the messages about a file with no rules.
-const emptyHint = "a constraints file needs at least one rule, like\n  pin:\n    - {ops: module:/wte/, to: gpu0}\n(see docs/constraints.md)"
+const emptyHint = "a constraints file needs at least one rule, like pin: [{ops: module:/wte/, to: gpu0}] (see docs/constraints.md)"
 
 // decode parses data as one YAML document and returns its root node.
 func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
