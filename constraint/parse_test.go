@@ -2,6 +2,8 @@ package constraint
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -314,6 +316,22 @@ func TestSelectorLimit(t *testing.T) {
 	_, err := Parse("big.yaml", []byte(src))
 	if err == nil || !strings.Contains(err.Error(), "more than 65536 selectors") {
 		t.Errorf("got %v, want the selector limit", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte("limit: {devices: 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Load(path)
+	if err != nil || len(set.Rules) != 1 || set.Rules[0].Source != path+":1" || set.Rules[0].MaxDevices != 2 {
+		t.Fatalf("Load = %v, %v", set, err)
+	}
+	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	var fe *FileError
+	if err == nil || errors.As(err, &fe) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file = %v, want the read error", err)
 	}
 }
 

@@ -53,13 +53,13 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 		}
 	}()
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, p.errAt(nil, "", "file is empty; %s", emptyHint)
+		return nil, p.errAt(nil, "", "file is empty: it holds no rules; %s", emptyHint)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, p.errAt(nil, "", "file holds no YAML document (only comments?); %s", emptyHint)
+			return nil, p.errAt(nil, "", "file holds no YAML document (only comments?), so no rules; %s", emptyHint)
 		}
 		return nil, p.yamlError(err)
 	}
@@ -70,11 +70,11 @@ func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
 		return nil, p.yamlError(err)
 	}
 	if len(doc.Content) == 0 {
-		return nil, p.errAt(nil, "", "file is empty; %s", emptyHint)
+		return nil, p.errAt(nil, "", "file is empty: it holds no rules; %s", emptyHint)
 	}
 	root = resolve(doc.Content[0])
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil, p.errAt(root, "", "file is empty; %s", emptyHint)
+		return nil, p.errAt(root, "", "file is empty: it holds no rules; %s", emptyHint)
 	}
 	return root, nil
 }
@@ -188,7 +188,7 @@ func (p *parser) list(n *yaml.Node, field, what string) ([]*yaml.Node, error) {
 		return nil, p.errAt(n, field, "expected a list of %s, found %s", what, kindName(n))
 	}
 	if len(n.Content) == 0 {
-		return nil, p.errAt(n, field, "is an empty list; list at least one of %s, or remove the key", what)
+		return nil, p.errAt(n, field, "is an empty list; list %s, or remove the key", what)
 	}
 	items := make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
