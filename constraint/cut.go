@@ -85,16 +85,22 @@ func (r *Resolved) CutKeys(base []string) []string {
 	}
 	keys = append([]string(nil), keys...)
 	g := r.Graph
-	for i := range g.Ops {
-		if g.Ops[i].Phase != graph.Forward {
+	for _, p := range inside {
+		// A piece that holds the whole module already keeps it whole.
+		var under []int
+		whole := true
+		for i := range g.Ops {
+			if g.Ops[i].Phase == graph.Forward && strings.HasPrefix(g.Ops[i].Name, p) {
+				under = append(under, i)
+				k := keys[i]
+				whole = whole && k != "" && k == keys[under[0]] && strings.HasPrefix(p, k)
+			}
+		}
+		if whole {
 			continue
 		}
-		for _, p := range inside {
-			// A piece that holds the whole module already keeps it whole.
-			if strings.HasPrefix(g.Ops[i].Name, p) && (keys[i] == "" || !strings.HasPrefix(p, keys[i])) {
-				keys[i] = "(inside)" + p
-				break
-			}
+		for _, i := range under {
+			keys[i] = "(inside)" + p
 		}
 	}
 	return keys

@@ -32,9 +32,9 @@ func fourDevices() *cluster.Cluster {
 		graphtest.Device{FLOPS: 2e9, Memory: 1000}, graphtest.Device{FLOPS: 2e9, Memory: 1000})
 }
 
-func sel(by, p string) []Selector { return []Selector{{By: by, Pattern: p}} }
+func opsOf(by, p string) []Selector { return []Selector{{By: by, Pattern: p}} }
 
-func dev(name string) Target { return Target{By: TargetDevice, Name: name} }
+func devT(name string) Target { return Target{By: TargetDevice, Name: name} }
 
 // allowedNames lists the devices op may use.
 func allowedNames(r *Resolved, op graph.OpID) []string {
@@ -50,9 +50,9 @@ func allowedNames(r *Resolved, op graph.OpID) []string {
 func TestResolvePinAvoid(t *testing.T) {
 	g := twoBlocks()
 	set := &Set{Rules: []Rule{
-		{Kind: Pin, Ops: sel(SelectModule, "/a"), Target: Target{By: TargetType, Name: "dev2e+09"}},
-		{Kind: Avoid, Ops: sel(SelectName, "/a/x"), Target: dev("d3")},
-		{Kind: Avoid, Ops: sel(SelectPhase, "backward"), Target: dev("d0")},
+		{Kind: Pin, Ops: opsOf(SelectModule, "/a"), Target: Target{By: TargetType, Name: "dev2e+09"}},
+		{Kind: Avoid, Ops: opsOf(SelectName, "/a/x"), Target: devT("d3")},
+		{Kind: Avoid, Ops: opsOf(SelectPhase, "backward"), Target: devT("d0")},
 	}}
 	r, err := Resolve(set, g, fourDevices())
 	if err != nil {
@@ -83,34 +83,34 @@ func TestResolveErrors(t *testing.T) {
 		conflict bool
 		want     string
 	}{
-		{"selects nothing", []Rule{{Kind: Pin, Ops: sel(SelectModule, "/c"), Target: dev("d0")}}, false, "selects no op"},
-		{"bad regex", []Rule{{Kind: Pin, Ops: sel(SelectRegex, "(("), Target: dev("d0")}}, false, "malformed regular expression"},
-		{"unknown device", []Rule{{Kind: Pin, Ops: sel(SelectName, "/a/x"), Target: dev("gpu9")}}, false, "names no device"},
-		{"unknown host", []Rule{{Kind: Avoid, Ops: sel(SelectName, "/a/x"), Target: Target{By: TargetHost, Name: "h9"}}}, false, "host:h0"},
+		{"selects nothing", []Rule{{Kind: Pin, Ops: opsOf(SelectModule, "/c"), Target: devT("d0")}}, false, "selects no op"},
+		{"bad regex", []Rule{{Kind: Pin, Ops: opsOf(SelectRegex, "(("), Target: devT("d0")}}, false, "malformed regular expression"},
+		{"unknown device", []Rule{{Kind: Pin, Ops: opsOf(SelectName, "/a/x"), Target: devT("gpu9")}}, false, "names no device"},
+		{"unknown host", []Rule{{Kind: Avoid, Ops: opsOf(SelectName, "/a/x"), Target: Target{By: TargetHost, Name: "h9"}}}, false, "host:h0"},
 		{"pin and avoid", []Rule{
-			{Kind: Pin, Ops: sel(SelectName, "/a/x"), Target: dev("d0")},
-			{Kind: Avoid, Ops: sel(SelectName, "/a/*"), Target: dev("d0")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/a/x"), Target: devT("d0")},
+			{Kind: Avoid, Ops: opsOf(SelectName, "/a/*"), Target: devT("d0")},
 		}, true, `leave op "/a/x" no device`},
 		{"colocated apart", []Rule{
-			{Kind: Pin, Ops: sel(SelectName, "/a/x"), Target: dev("d0")},
-			{Kind: Pin, Ops: sel(SelectName, "/a/x/grad"), Target: dev("d1")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/a/x"), Target: devT("d0")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/a/x/grad"), Target: devT("d1")},
 		}, true, "must share a device"},
 		{"colocate rule apart", []Rule{
 			{Kind: Colocate, Ops: []Selector{{By: SelectName, Pattern: "/a/y"}, {By: SelectName, Pattern: "/b/y"}}},
-			{Kind: Pin, Ops: sel(SelectName, "/a/y"), Target: dev("d0")},
-			{Kind: Pin, Ops: sel(SelectName, "/b/y"), Target: dev("d1")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/a/y"), Target: devT("d0")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/b/y"), Target: devT("d1")},
 		}, true, "colocate rule"},
-		{"separate overlap", []Rule{{Kind: Separate, Groups: [][]Selector{sel(SelectModule, "/a"), sel(SelectName, "/a/x")}}}, true, "group 1 and group 2"},
-		{"separate colocated", []Rule{{Kind: Separate, Groups: [][]Selector{sel(SelectName, "/a/x"), sel(SelectName, "/a/x/grad")}}}, true, "different groups"},
+		{"separate overlap", []Rule{{Kind: Separate, Groups: [][]Selector{opsOf(SelectModule, "/a"), opsOf(SelectName, "/a/x")}}}, true, "group 1 and group 2"},
+		{"separate colocated", []Rule{{Kind: Separate, Groups: [][]Selector{opsOf(SelectName, "/a/x"), opsOf(SelectName, "/a/x/grad")}}}, true, "different groups"},
 		{"reserve all", []Rule{{Kind: Reserve, Target: Target{By: TargetAll}, Fraction: 1}}, true, "reserves"},
 		{"pin outside limit", []Rule{
-			{Kind: Pin, Ops: sel(SelectName, "/a/x"), Target: dev("d0")},
+			{Kind: Pin, Ops: opsOf(SelectName, "/a/x"), Target: devT("d0")},
 			{Kind: Limit, MaxDevices: 2},
 		}, true, "limit rules leave out"},
-		{"limit to nothing", []Rule{{Kind: Limit, Only: []Target{dev("d0")}}, {Kind: Limit, Only: []Target{dev("d1")}}}, true, "no device is in every"},
+		{"limit to nothing", []Rule{{Kind: Limit, Only: []Target{devT("d0")}}, {Kind: Limit, Only: []Target{devT("d1")}}}, true, "no device is in every"},
 		{"params over memory", []Rule{
-			{Kind: Pin, Ops: sel(SelectName, "/?/x"), Target: dev("d0")},
-			{Kind: Reserve, Target: dev("d0"), Bytes: 850},
+			{Kind: Pin, Ops: opsOf(SelectName, "/?/x"), Target: devT("d0")},
+			{Kind: Reserve, Target: devT("d0"), Bytes: 850},
 		}, true, "reserved"},
 	}
 	for _, tc := range tests {
@@ -135,7 +135,7 @@ func TestResolveClusterRules(t *testing.T) {
 	set := &Set{Rules: []Rule{
 		{Kind: Limit, MaxDevices: 3},
 		{Kind: Reserve, Target: Target{By: TargetAll}, Fraction: 0.25},
-		{Kind: Reserve, Target: dev("d2"), Bytes: 500},
+		{Kind: Reserve, Target: devT("d2"), Bytes: 500},
 	}}
 	r, err := Resolve(set, twoBlocks(), fourDevices())
 	if err != nil {
@@ -202,10 +202,10 @@ func TestCutKeys(t *testing.T) {
 func TestCheck(t *testing.T) {
 	g := twoBlocks()
 	set := &Set{Rules: []Rule{
-		{Kind: Pin, Ops: sel(SelectName, "/a/x"), Target: Target{By: TargetType, Name: "dev1e+09"}},
-		{Kind: Separate, Groups: [][]Selector{sel(SelectModule, "/a"), sel(SelectName, "/b/y")}},
+		{Kind: Pin, Ops: opsOf(SelectName, "/a/x"), Target: Target{By: TargetType, Name: "dev1e+09"}},
+		{Kind: Separate, Groups: [][]Selector{opsOf(SelectModule, "/a"), opsOf(SelectName, "/b/y")}},
 		{Kind: Colocate, Ops: []Selector{{By: SelectName, Pattern: "/a/y"}, {By: SelectName, Pattern: "/b/x"}}},
-		{Kind: Prefer, Ops: sel(SelectPhase, "backward"), Target: dev("d3"), Weight: 2},
+		{Kind: Prefer, Ops: opsOf(SelectPhase, "backward"), Target: devT("d3"), Weight: 2},
 	}}
 	r, err := Resolve(set, g, fourDevices())
 	if err != nil {

@@ -121,22 +121,59 @@ func (l *limits) groupsApart(p *Problem) error {
 type apartHosts struct {
 	l *limits
 	// mask[k][d] has bit x set when group x of rule k is on device d;
-	// groups[k] has a bit for every group of rule k some op is in.
+	// groups[k] has a bit for every group of rule k some op is in;
+	// usable[k][x][d] says whether some op of group x may run on d.
 	mask   [][]uint64
 	groups []uint64
+	usable [][][]bool
 }
 
 func newApartHosts(l *limits, nd int) *apartHosts {
 	if l.apart == nil {
 		return nil
 	}
-	h := &apartHosts{l: l, mask: make([][]uint64, len(l.apart)), groups: make([]uint64, len(l.apart))}
+	h := &apartHosts{l: l, mask: make([][]uint64, len(l.apart)), groups: make([]uint64, len(l.apart)), usable: make([][][]bool, len(l.apart))}
 	for k, grp := range l.apart {
 		h.mask[k] = make([]uint64, nd)
+		h.usable[k] = make([][]bool, 64)
+		// A group's usable devices are those every class of it may use
+		// (its pieces without gradients, say, may go where the rest may
+		// not), or any of them when no device takes all.
+		all := make([][]int, 64)
+		any := make([][]bool, 64)
+		for c, x := range grp {
+			if x < 0 {
+				continue
+			}
+			h.groups[k] |= 1 << uint(x)
+			if any[x] == nil {
+				any[x], all[x] = make([]bool, nd), make([]int, nd)
+			}
+			for _, d := range l.allowed[c] {
+				any[x][d] = true
+				all[x][d]++
+			}
+		}
+		classes := make([]int, 64)
 		for _, x := range grp {
 			if x >= 0 {
-				h.groups[k] |= 1 << uint(x)
+				classes[x]++
 			}
+		}
+		for x := range any {
+			if any[x] == nil {
+				continue
+			}
+			u := make([]bool, nd)
+			found := false
+			for d := range u {
+				u[d] = all[x][d] == classes[x]
+				found = found || u[d]
+			}
+			if !found {
+				u = any[x]
+			}
+			h.usable[k][x] = u
 		}
 	}
 	return h
@@ -165,20 +202,62 @@ func (h *apartHosts) clash(op graph.OpID, d int) bool {
 		if mask[d]&bit != 0 {
 			continue // x is there already
 		}
-		var free int
-		var placed uint64
-		for _, m := range mask {
-			if m == 0 {
-				free++
+		// Groups with no op yet on a device all of them may use wait for
+		// one.
+		var homed uint64
+		for e, m := range mask {
+			for w := m; w != 0; w &= w - 1 {
+				if y := bits.TrailingZeros64(w); h.usable[k][y][e] {
+					homed |= 1 << uint(y)
+				}
 			}
-			placed |= m
 		}
-		waiting := bits.OnesCount64(h.groups[k] &^ placed &^ bit)
-		if free-1 < waiting {
+		if waiting := h.groups[k] &^ homed &^ bit; waiting != 0 && !h.roomAfter(k, d, waiting) {
 			return true
 		}
 	}
 	return false
+}
+
+// roomAfter reports whether, with device d taken, the groups of rule k
+// in waiting (none of whose ops is yet on a device the whole group may
+// use) each still have a free device they may use, and together as many
+// as there are of them.
+func (h *apartHosts) roomAfter(k, d int, waiting uint64) bool {
+	mask := h.mask[k]
+	union := 0
+	for e, m := range mask {
+		if m != 0 || e == d {
+			continue
+		}
+		usable := false
+		for w := waiting; w != 0; w &= w - 1 {
+			if h.usable[k][bits.TrailingZeros64(w)][e] {
+				usable = true
+				break
+			}
+		}
+		if usable {
+			union++
+		}
+	}
+	if union < bits.OnesCount64(waiting) {
+		return false
+	}
+	for w := waiting; w != 0; w &= w - 1 {
+		y := bits.TrailingZeros64(w)
+		ok := false
+		for e, m := range mask {
+			if m == 0 && e != d && h.usable[k][y][e] {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // host records op on d.
