@@ -225,3 +225,22 @@ func (r *Resolved) Prefers() bool {
 	}
 	return false
 }
+
+// DevicesOf lists the devices pl runs any of ops on, ascending.
+func (c *Checker) DevicesOf(pl *sim.Plan, ops []graph.OpID) []int {
+	p := c.place(pl)
+	used := make([]bool, len(c.r.Cluster.Devices))
+	var buf []int
+	for _, op := range ops {
+		for _, d := range p.devices(op, buf[:0]) {
+			used[d] = true
+		}
+	}
+	var out []int
+	for d, u := range used {
+		if u {
+			out = append(out, d)
+		}
+	}
+	return out
+}

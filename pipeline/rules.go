@@ -129,7 +129,22 @@ func (rs *rulesState) report(pl *sim.Plan) []plan.Rule {
 		for _, d := range b.Devices {
 			pr.Devices = append(pr.Devices, res.Cluster.Devices[d].Name)
 		}
+		ranOn := func() string {
+			var names []string
+			for _, d := range rs.checker.DevicesOf(pl, b.Ops) {
+				names = append(names, res.Cluster.Devices[d].Name)
+			}
+			return "the ops run on " + strings.Join(names, ", ")
+		}
 		switch rule.Kind {
+		case constraint.Pin, constraint.Colocate:
+			pr.Effect = ranOn()
+		case constraint.Avoid:
+			if len(b.Devices) == 0 {
+				pr.Effect = "its target is not in the cluster the plan uses"
+			} else {
+				pr.Effect = ranOn()
+			}
 		case constraint.Prefer:
 			if a, ok := against[rule]; ok {
 				pr.Against, pr.PenaltyMS = a.Ops, float64(a.Ops)*rule.Weight
@@ -147,7 +162,15 @@ func (rs *rulesState) report(pl *sim.Plan) []plan.Rule {
 		case constraint.Cut:
 			pr.Effect = "stages start only where it allows"
 		case constraint.Separate:
-			pr.Effect = fmt.Sprintf("%d groups on disjoint devices", len(b.Groups))
+			var parts []string
+			for k, ops := range b.Groups {
+				var names []string
+				for _, d := range rs.checker.DevicesOf(pl, ops) {
+					names = append(names, res.Cluster.Devices[d].Name)
+				}
+				parts = append(parts, fmt.Sprintf("group %d on %s", k+1, strings.Join(names, ", ")))
+			}
+			pr.Effect = strings.Join(parts, "; ")
 		}
 		out = append(out, pr)
 	}

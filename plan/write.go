@@ -167,6 +167,40 @@ func WriteTable(w io.Writer, p *Plan) error {
 			return err
 		}
 	}
+	if len(p.Rules) > 0 {
+		fmt.Fprintln(w, "\nrules (every hard rule holds in this plan):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tFROM\tOPS\tDEVICES\tEFFECT")
+		for _, r := range p.Rules {
+			rule := r.Rule
+			if !r.Hard {
+				rule += " (soft)"
+			}
+			ops := "-"
+			if r.Ops > 0 {
+				ops = fmt.Sprintf("%d", r.Ops)
+				if len(r.Examples) > 0 {
+					ops += " (" + strings.Join(r.Examples, ", ")
+					if r.Ops > len(r.Examples) {
+						ops += ", ..."
+					}
+					ops += ")"
+				}
+			}
+			devs := "-"
+			if len(r.Devices) > 0 {
+				devs = devices(r.Devices)
+			}
+			effect := r.Effect
+			if r.PenaltyMS > 0 {
+				effect += fmt.Sprintf(", +%.3f ms", r.PenaltyMS)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rule, r.Source, ops, devs, effect)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, note := range p.Notes {
 		if _, err := fmt.Fprintf(w, "note: %s: %s\n", p.Strategy, note); err != nil {
 			return err
