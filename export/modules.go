@@ -259,7 +259,7 @@ func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 				if a.stage > b.stage {
 					a, b = b, a
 				}
-				return nil, errorf("%s: stage %d starts inside module %s (%s): its op %s is in stage %d and %s in stage %d, so the plan cuts between ops (--op-cuts, or the fallback when module boundaries cost too much) where %s needs module boundaries: %s",
+				return nil, errorf("%s: stage %d starts inside module %s (%s): its op %s is in stage %d and %s in stage %d, so the plan cuts between ops where %s needs module boundaries: %s (a plan made without --op-cuts cuts between ops only when module boundaries make its step over 10%% longer, as plan -o table notes: try another cluster or --microbatches)",
 					src, b.stage, FQN(k), k, a.op, a.stage, b.op, b.stage, target, replan)
 			}
 			continue
