@@ -44,13 +44,38 @@ func (o Options) source() string {
 // corrupt plan file, an unknown target, a plan the target cannot express
 // (one stage for a pipeline runtime, stages cut inside a module). The
 // cause is the input, so callers map it to the invalid-input exit code.
-type Error struct{ Err error }
+type Error struct {
+	// Kind says what would fix it, for a caller to say how in its own
+	// terms (the command line names its flags).
+	Kind Kind
+	Err  error
+}
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// errorf is an *Error with a formatted message.
-func errorf(format string, args ...any) error { return &Error{fmt.Errorf(format, args...)} }
+// Kind is what a refused export needs.
+type Kind int
+
+const (
+	// Invalid: the plan file cannot be read, is no plan, or the target
+	// is unknown.
+	Invalid Kind = iota
+	// OneStage: the plan has one stage; a pipeline strategy's plan has
+	// split points.
+	OneStage
+	// OpCuts: the stages start or end inside a module; a plan whose
+	// stages are cut between modules exports.
+	OpCuts
+	// NoModules: the op names carry no module paths to name the stages
+	// by.
+	NoModules
+)
+
+// errorf is an *Error of kind k with a formatted message.
+func errorf(k Kind, format string, args ...any) error {
+	return &Error{Kind: k, Err: fmt.Errorf(format, args...)}
+}
 
 var targets = registry.New[Target]("export target")
 
@@ -69,7 +94,7 @@ func Summary(name string) string { return targets.Summary(name) }
 func New(name string) (Target, error) {
 	t, err := targets.New(name)
 	if err != nil {
-		return nil, &Error{err}
+		return nil, &Error{Err: err}
 	}
 	return t, nil
 }
@@ -79,7 +104,7 @@ func New(name string) (Target, error) {
 func ReadPlan(path string) (*plan.Plan, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
-		return nil, &Error{err}
+		return nil, &Error{Err: err}
 	}
 	return p, nil
 }

@@ -203,19 +203,20 @@ func TestExportErrors(t *testing.T) {
 		for _, tc := range []struct {
 			name string
 			p    *plan.Plan
+			kind Kind
 			want []string
 		}{
-			{"single stage", single, []string{"p.json: the plan has one stage", "--strategy pipeline"}},
-			{"op cuts", inside, []string{"p.json: stage 1 starts inside module blocks.1 (/blocks/blocks.1/)", "replan without --op-cuts"}},
-			{"no module paths", noModules, []string{"p.json: stage 0 (first op Gather_0) has no module prefix", "--to tf-device-map"}},
-			{"stage starts at a root op", rootStart, []string{"p.json: stage 1 starts at op /Add, which is in no module", "replan without --op-cuts"}},
-			{"repeated call", repeated, []string{"module emb is called 2 times"}},
+			{"single stage", single, OneStage, []string{"p.json: the plan has one stage", "plan with a pipeline strategy"}},
+			{"op cuts", inside, OpCuts, []string{"p.json: stage 1 starts inside module blocks.1 (/blocks/blocks.1/)", "replan with stages cut at module boundaries"}},
+			{"no module paths", noModules, NoModules, []string{"p.json: stage 0 (first op Gather_0) has no module prefix", "export to tf-device-map"}},
+			{"stage starts at a root op", rootStart, OpCuts, []string{"p.json: stage 1 starts at op /Add, which is in no module", "replan with stages cut at module boundaries"}},
+			{"repeated call", repeated, Invalid, []string{"module emb is called 2 times"}},
 		} {
 			t.Run(target+"/"+tc.name, func(t *testing.T) {
 				_, err := Render(target, tc.p, Options{Source: "p.json"})
 				var e *Error
-				if !errors.As(err, &e) {
-					t.Fatalf("got %v, want an *Error", err)
+				if !errors.As(err, &e) || e.Kind != tc.kind {
+					t.Fatalf("got %#v, want an *Error of kind %d", err, tc.kind)
 				}
 				for _, w := range tc.want {
 					if !strings.Contains(err.Error(), w) {

@@ -184,22 +184,22 @@ type cuts struct {
 func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 	src := o.source()
 	if len(p.Stages) < 2 {
-		return nil, errorf("%s: the plan has one stage, so it has no split points for %s: plan with a pipeline strategy, e.g. --strategy pipeline, and export that plan", src, target)
+		return nil, errorf(OneStage, "%s: the plan has one stage, so it has no split points for %s: plan with a pipeline strategy and export that plan", src, target)
 	}
 	stages := slices.Clone(p.Stages)
 	slices.SortFunc(stages, func(a, b plan.Stage) int { return a.Index - b.Index })
 	for i, st := range stages {
 		if st.Index != i {
-			return nil, errorf("%s: stage indices are not 0..%d (found %d at position %d); is the plan file edited?", src, len(stages)-1, st.Index, i)
+			return nil, errorf(Invalid, "%s: stage indices are not 0..%d (found %d at position %d); is the plan file edited?", src, len(stages)-1, st.Index, i)
 		}
 	}
-	replan := "replan without --op-cuts, so stages start and end at module boundaries"
+	replan := "replan with stages cut at module boundaries"
 	for _, st := range stages {
 		if st.ModulePrefix == "" {
-			return nil, errorf("%s: stage %d (first op %s) has no module prefix: its op names carry no module path, so %s cannot name where it starts; export a model whose op names carry module paths (PyTorch's torch.onnx export), or use --to tf-device-map", src, st.Index, st.FirstOp, target)
+			return nil, errorf(NoModules, "%s: stage %d (first op %s) has no module prefix: its op names carry no module path, so %s cannot name where it starts; plan a model whose op names carry module paths (PyTorch's torch.onnx export), or export to tf-device-map", src, st.Index, st.FirstOp, target)
 		}
 		if st.Index > 0 && st.FirstModule == "" {
-			return nil, errorf("%s: stage %d starts at op %s, which is in no module, so %s cannot name where it starts: %s", src, st.Index, st.FirstOp, target, replan)
+			return nil, errorf(OpCuts, "%s: stage %d starts at op %s, which is in no module, so %s cannot name where it starts: %s", src, st.Index, st.FirstOp, target, replan)
 		}
 	}
 	stageOf := map[string]int{}
@@ -259,7 +259,7 @@ func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 				if a.stage > b.stage {
 					a, b = b, a
 				}
-				return nil, errorf("%s: stage %d starts inside module %s (%s): its op %s is in stage %d and %s in stage %d, so the plan cuts between ops where %s needs module boundaries: %s (a plan made without --op-cuts cuts between ops only when module boundaries make its step over 10%% longer, as plan -o table notes: try another cluster or --microbatches)",
+				return nil, errorf(OpCuts, "%s: stage %d starts inside module %s (%s): its op %s is in stage %d and %s in stage %d, so the plan cuts between ops where %s needs module boundaries: %s",
 					src, b.stage, FQN(k), k, a.op, a.stage, b.op, b.stage, target, replan)
 			}
 			continue
@@ -283,17 +283,17 @@ func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 	}
 	for _, st := range stages {
 		if c.First[st.Index] == c.First[st.Index+1] {
-			return nil, errorf("%s: stage %d (%s .. %s) holds no whole module at the level the stages are cut at, so %s cannot give it layers: %s", src, st.Index, st.FirstOp, st.LastOp, target, replan)
+			return nil, errorf(OpCuts, "%s: stage %d (%s .. %s) holds no whole module at the level the stages are cut at, so %s cannot give it layers: %s", src, st.Index, st.FirstOp, st.LastOp, target, replan)
 		}
 		if st.Index > 0 {
 			if got := layers[c.First[st.Index]].Path; st.FirstModule != got {
-				return nil, errorf("%s: stage %d starts with module %s in the plan, but its first module by op order is %s; is the plan file edited?", src, st.Index, st.FirstModule, got)
+				return nil, errorf(Invalid, "%s: stage %d starts with module %s in the plan, but its first module by op order is %s; is the plan file edited?", src, st.Index, st.FirstModule, got)
 			}
 		}
 	}
 	for _, l := range layers {
 		if why := idx.repeatedCall(l.Path); why != "" {
-			return nil, errorf("%s: %s, which %s cannot name once as a stage's module; plan a model that calls each module of the cut level once", src, why, target)
+			return nil, errorf(Invalid, "%s: %s, which %s cannot name once as a stage's module; plan a model that calls each module of the cut level once", src, why, target)
 		}
 	}
 	return c, nil

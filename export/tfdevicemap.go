@@ -23,7 +23,7 @@ type tfDeviceMap struct{}
 func (tfDeviceMap) Export(w io.Writer, p *plan.Plan, o Options) error {
 	strs, err := DeviceStrings(p, o.DeviceTemplate)
 	if err != nil {
-		return errorf("%s: %v", o.source(), err)
+		return errorf(Invalid, "%s: %v", o.source(), err)
 	}
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{")

@@ -38,12 +38,12 @@ func (torchPipelining) Export(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	names, ok := torchSchedules[sched]
 	if !ok {
-		return errorf("%s: schedule %q has no torch.distributed.pipelining counterpart (1f1b or gpipe)", o.source(), p.Schedule)
+		return errorf(Invalid, "%s: schedule %q has no torch.distributed.pipelining counterpart (1f1b or gpipe)", o.source(), p.Schedule)
 	}
 	micro := max(p.MicroBatches, 1)
 	bw := bufio.NewWriter(w)
 	pr := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
-	pr("# Split points for torch.distributed.pipelining, written by opplace export --to torch-pipelining.\n")
+	pr("# Split points for torch.distributed.pipelining, written by opplace export (target torch-pipelining).\n")
 	pr("# plan:     %s (strategy %s, cluster %s, %s)\n", comment(o.source()), comment(p.Strategy), comment(p.Cluster), comment(p.Mode))
 	pr("# model:    %s\n", comment(p.Model))
 	step := fmt.Sprintf("%s predicted", plan.FormatMS(p.PredictedStepMS))

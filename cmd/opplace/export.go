@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -84,7 +85,24 @@ func runExport(cmd *cobra.Command, path string, f *exportFlags) error {
 	}
 	data, err := export.File(f.to, path, export.Options{Source: path, DeviceTemplate: f.deviceTemplate})
 	if err != nil {
-		return err
+		return exportHint(err)
 	}
 	return run.Commit(output.Bytes("--out", out, data))
+}
+
+// exportHint adds to a refused export the flags that fix it.
+func exportHint(err error) error {
+	var e *export.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch e.Kind {
+	case export.OneStage:
+		return fmt.Errorf("%w (opplace plan MODEL --cluster FILE --strategy pipeline --out plan.json)", err)
+	case export.OpCuts:
+		return fmt.Errorf("%w: plan without --op-cuts (without it, stages are cut between ops only when module boundaries make the step over 10%% longer, as plan -o table notes; another cluster or --microbatches may keep them)", err)
+	case export.NoModules:
+		return fmt.Errorf("%w (--to tf-device-map)", err)
+	}
+	return err
 }

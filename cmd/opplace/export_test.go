@@ -208,8 +208,8 @@ func TestExportErrors(t *testing.T) {
 	}{
 		{"single stage", []string{single, "--to", "torch-pipelining"}, []string{single + ": the plan has one stage", "--strategy pipeline"}},
 		{"single stage, deepspeed", []string{single, "--to", "deepspeed"}, []string{single + ": the plan has one stage"}},
-		{"op cuts", []string{opCuts, "--to", "torch-pipelining"}, []string{opCuts + ": stage 1 starts inside module blocks.", "replan without --op-cuts"}},
-		{"op cuts, deepspeed", []string{opCuts, "--to", "deepspeed"}, []string{"starts inside module", "replan without --op-cuts"}},
+		{"op cuts", []string{opCuts, "--to", "torch-pipelining"}, []string{opCuts + ": stage 1 starts inside module blocks.", "plan without --op-cuts"}},
+		{"op cuts, deepspeed", []string{opCuts, "--to", "deepspeed"}, []string{"starts inside module", "plan without --op-cuts"}},
 		{"unknown target", []string{opCuts, "--to", "onnx"}, []string{`unknown export target "onnx"`, "deepspeed tf-device-map torch-pipelining"}},
 		{"no target", []string{opCuts}, []string{"--to TARGET is required"}},
 		{"corrupt plan", []string{corrupt, "--to", "deepspeed"}, []string{corrupt + ": not a valid JSON plan"}},
