@@ -1,8 +1,10 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"regexp"
 	"slices"
 
 	"github.com/opplace/opplace/plan"
@@ -83,11 +85,23 @@ func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
 			Layers: [2]int{a, b}, Devices: st.Devices, Replicas: reps,
 		})
 	}
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(spec)
+	if err := enc.Encode(spec); err != nil {
+		return err
+	}
+	_, err = w.Write(scalarArray.ReplaceAllFunc(b.Bytes(), func(m []byte) []byte {
+		fields := bytes.Fields(m[1 : len(m)-1])
+		return append(append([]byte("["), bytes.Join(fields, []byte(" "))...), ']')
+	}))
+	return err
 }
+
+// scalarArray matches an indented JSON array of numbers and strings
+// without spaces, brackets or braces, which deepspeed writes on one line.
+var scalarArray = regexp.MustCompile(`\[\n(?:[ ]*[^\s\[\]{}]+\n)+[ ]*\]`)
 
 // uniformParts is DeepSpeed's partition_uniform(n, stages): the older
 // releases put the remainder in the last stage, the newer (residual)
