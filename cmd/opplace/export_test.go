@@ -244,3 +244,41 @@ func TestExportErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExportDocExample runs the example of docs/export.md and checks the
+// page shows what export writes: the whole torch-pipelining file, and the
+// deepspeed document up to where the page cuts it short.
+func TestExportDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/export.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(section, lang string) string {
+		_, rest, ok := strings.Cut(string(doc), "\n## "+section+"\n")
+		if !ok {
+			t.Fatalf("docs/export.md has no %q section", section)
+		}
+		_, rest, ok = strings.Cut(rest, "```"+lang+"\n")
+		if !ok {
+			t.Fatalf("section %q has no %s block", section, lang)
+		}
+		body, _, _ := strings.Cut(rest, "```\n")
+		return body
+	}
+	dir := t.TempDir()
+	path, _ := exportPlan(t, dir, "gpt2_small.onnx", "4xV100.yaml", "--dim", "batch=8", "--strategy", "pipeline")
+	shown := func(target string) string {
+		code, stdout, stderr := invoke(t, "export", path, "--to", target)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		return strings.NewReplacer(path, "plan.json", "../../testdata/", "testdata/").Replace(stdout)
+	}
+	if got, want := shown("torch-pipelining"), block("torch-pipelining", "python"); got != want {
+		t.Errorf("docs/export.md's torch-pipelining example is out of date; export writes:\n%s", got)
+	}
+	want, _, _ := strings.Cut(block("deepspeed", "json"), "    ...\n")
+	if got := shown("deepspeed"); !strings.HasPrefix(got, want) {
+		t.Errorf("docs/export.md's deepspeed example is out of date; export writes:\n%s", got)
+	}
+}
