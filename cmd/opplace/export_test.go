@@ -282,3 +282,52 @@ func TestExportDocExample(t *testing.T) {
 		t.Errorf("docs/export.md's deepspeed example is out of date; export writes:\n%s", got)
 	}
 }
+
+// TestFQNRealModels checks export.FQN against torch.onnx's naming on every
+// module path of the shared models: a module's component is the tail of
+// its FQN (its last atom that is not a number and the numbers after it),
+// and its parent's FQN is a prefix of its own.
+func TestFQNRealModels(t *testing.T) {
+	tail := func(fqn string) string {
+		atoms := strings.Split(fqn, ".")
+		i := len(atoms) - 1
+		for i > 0 && strings.Trim(atoms[i], "0123456789") == "" {
+			i--
+		}
+		return strings.Join(atoms[i:], ".")
+	}
+	for _, m := range []struct {
+		model string
+		dims  []string
+	}{
+		{"gpt2_small.onnx", []string{"--dim", "batch=8"}}, {"bert_base.onnx", []string{"--dim", "batch=16"}},
+		{"resnet50.onnx", nil}, {"inception_v3.onnx", nil}, {"mobilenet_v2.onnx", nil}, {"vgg16.onnx", nil},
+		{"transformer.onnx", nil}, {"gnmt.onnx", nil},
+	} {
+		code, stdout, stderr := invoke(t, append([]string{"inspect", filepath.Join(modelDir, m.model), "-o", "json"}, m.dims...)...)
+		if code != 0 {
+			t.Fatalf("%s: inspect: exit %d: %s", m.model, code, stderr)
+		}
+		var doc struct {
+			Ops []struct{ Name string } `json:"ops"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		paths := 0
+		for _, op := range doc.Ops {
+			parts := strings.Split(op.Name, "/")
+			for i := 2; i < len(parts); i++ {
+				path := strings.Join(parts[:i], "/") + "/"
+				fqn, up := export.FQN(path), export.FQN(strings.Join(parts[:i-1], "/")+"/")
+				if c := parts[i-1]; tail(fqn) != c || up != "" && !strings.HasPrefix(fqn, up+".") {
+					t.Errorf("%s: %s is %q, whose tail is not %q or which is not in %q", m.model, path, fqn, parts[i-1], up)
+				}
+				paths++
+			}
+		}
+		if paths == 0 {
+			t.Errorf("%s: no module paths", m.model)
+		}
+	}
+}
