@@ -4,8 +4,9 @@
 // step and writes a device-annotated plan.
 //
 // Exit codes: 0 success, 1 internal error, 2 invalid input (unreadable or
-// corrupt model, bad cluster file, bad flag, unbound dimension, an output
-// that cannot or must not be written), 3 the model cannot fit the cluster.
+// corrupt model or plan, bad cluster file, bad flag, unbound dimension, an
+// output that cannot or must not be written, a plan an export target cannot
+// express), 3 the model cannot fit the cluster.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/constraint"
+	"github.com/opplace/opplace/export"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
@@ -89,10 +91,11 @@ func exitCode(err error) int {
 	var use usageError
 	var out *output.Error
 	var conflict *constraint.ConflictError
+	var ex *export.Error
 	switch {
 	case errors.As(err, &inf), errors.As(err, &pinf), errors.As(err, &conflict):
 		return exitInfeasible
-	case errors.As(err, &in), errors.As(err, &use), errors.As(err, &out):
+	case errors.As(err, &in), errors.As(err, &use), errors.As(err, &out), errors.As(err, &ex):
 		return exitInvalid
 	}
 	return exitInternal
