@@ -85,9 +85,10 @@ func placeExpert(ctx context.Context, s *listState) (sim.Placement, error) {
 		d := -1
 		if s.eligible(op, cur) && s.fits(op, cur, s.startOn(op, cur)) {
 			d = cur
-		} else if cands := s.candidates(op); len(cands) == 1 || !s.lim.allows(op, cur) {
-			// Pinned, colocated elsewhere or not runnable here: its own
-			// fastest allowed device, without ending the block.
+		} else if cands := s.candidates(op); len(cands) == 1 || !s.lim.allows(op, cur) || s.apart.clash(op, cur) {
+			// Pinned, colocated elsewhere, not runnable here or kept apart
+			// from what is here: its own fastest allowed device, without
+			// ending the block.
 			for _, c := range cands {
 				if s.fits(op, c, s.startOn(op, c)) && (d < 0 || t.OpTime(op, c) < t.OpTime(op, d)) {
 					d = c

@@ -1,0 +1,122 @@
+package placer
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/sim"
+)
+
+// TestPlacersKeepRules places random DAGs under random user rules (some
+// ops limited to some devices, two groups kept apart) with every placer
+// that takes them, and checks each placement against the rules; placers
+// that do not take separate rules must refuse, not break them.
+func TestPlacersKeepRules(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 5))
+	placers := []string{"m-etf", "heft", "m-sct", "m-topo", "expert", "single", "ilp", "m-etf-baechi"}
+	placed, refused := map[string]int{}, map[string]int{}
+	for i := 0; i < 12; i++ {
+		n := 20 + r.IntN(120)
+		b := randomDAG(r, n, i%2 == 1)
+		nd := 3 + r.IntN(4)
+		c := randomCluster(r, nd, 1<<40, i%3 == 0)
+		table := cost.NewTable(b.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1})
+		g := b.G
+		// Limit a tenth of the colocation classes to a random non-empty
+		// subset of the devices.
+		allowed := graph.NewDeviceSets(len(g.Ops), nd)
+		classes := graph.ColocationGroups(g)
+		subset := map[graph.OpID][]int{}
+		for op := range g.Ops {
+			root := classes.Find(graph.OpID(op))
+			if _, ok := subset[root]; !ok {
+				subset[root] = nil
+				if r.IntN(10) == 0 {
+					for d := 0; d < nd; d++ {
+						if r.IntN(2) == 0 {
+							subset[root] = append(subset[root], d)
+						}
+					}
+				}
+			}
+			for d := 0; d < nd; d++ {
+				if s := subset[root]; s == nil || slices.Contains(s, d) {
+					allowed.Add(graph.OpID(op), d)
+				}
+			}
+		}
+		// Two groups of a few forward ops each, whole classes, kept apart.
+		apart := Apart{Rule: "test separate", Group: make([]int8, len(g.Ops))}
+		group := map[graph.OpID]int8{}
+		for op := range apart.Group {
+			apart.Group[op] = -1
+			root := classes.Find(graph.OpID(op))
+			x, ok := group[root]
+			if !ok {
+				x = -1
+				if len(subset[root]) == 0 && r.IntN(8) == 0 {
+					x = int8(r.IntN(2))
+				}
+				group[root] = x
+			}
+			apart.Group[op] = x
+		}
+		p, err := NewProblem(g, table.WithAllowed(allowed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Apart = []Apart{apart}
+		for _, name := range placers {
+			pl, err := newPlacer(name).Place(context.Background(), p)
+			if err != nil {
+				refused[name]++
+				if name != "ilp" && name != "m-etf-baechi" && name != "single" {
+					t.Errorf("graph %d (%d ops, %d devices), %s: %v", i, n, nd, name, err)
+				}
+				continue
+			}
+			placed[name]++
+			checkPlacementRules(t, p, pl, name)
+			if name == "m-etf" {
+				ref, err := Refine(context.Background(), p, pl, RefineOptions{})
+				if err != nil {
+					t.Fatalf("local search: %v", err)
+				}
+				checkPlacementRules(t, p, ref.Placement, "local")
+			}
+		}
+	}
+	t.Logf("placed %v, refused %v", placed, refused)
+	if refused["ilp"] != 12 || refused["m-etf-baechi"] != 12 {
+		t.Errorf("ilp and m-etf-baechi must refuse separate rules: refused %v", refused)
+	}
+}
+
+// checkPlacementRules checks a placement against the problem's rules:
+// every op on a device it may use, the groups of every separate rule on
+// disjoint devices.
+func checkPlacementRules(t *testing.T, p *Problem, pl sim.Placement, name string) {
+	t.Helper()
+	for op, d := range pl.Device {
+		if !p.Costs.CanRun(graph.OpID(op), d) {
+			t.Errorf("%s: op %q on device %d, which its rules leave out", name, p.Graph.Ops[op].Name, d)
+		}
+	}
+	for _, a := range p.Apart {
+		owner := map[int]int8{}
+		for op, x := range a.Group {
+			if x < 0 {
+				continue
+			}
+			d := pl.Device[op]
+			if o, ok := owner[d]; ok && o != x {
+				t.Errorf("%s: device %d holds groups %d and %d of %s", name, d, o, x, a.Rule)
+			}
+			owner[d] = x
+		}
+	}
+}
