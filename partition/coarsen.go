@@ -80,6 +80,8 @@ func coarsenChain(l *lattice, k int) (*lattice, string) {
 		c.fwdL = append(c.fwdL, l.fwdL[i*nc:(i+1)*nc]...)
 		c.bwdL = append(c.bwdL, l.bwdL[i*nc:(i+1)*nc]...)
 		c.banned = append(c.banned, l.banned[i*nc:(i+1)*nc]...)
+		na := len(l.m.apartRule)
+		c.apart = append(c.apart, l.apart[i*na:(i+1)*na]...)
 		// A block is not one unit: reweight cannot redo this lattice
 		// (it is only used on downsets).
 		c.parent = append(c.parent, int32(x-1))

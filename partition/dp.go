@@ -227,6 +227,14 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				}
 			}
 			l.sums(s, d, e)
+			if s.mixed {
+				// Larger stages from d hold both groups too, but on a DAG
+				// other ideals past e may not: only a chain can stop.
+				if l.chain {
+					break
+				}
+				continue
+			}
 			temp := int64(-1)
 			cutIn, cutOut := l.cut[d], l.cut[e]
 			// minRest: the fewest devices the remainder can run on under
@@ -407,7 +415,7 @@ func evaluate(p *Problem, l *lattice, M int, st []solStage) float64 {
 	var val float64
 	for i, x := range st {
 		l.sums(s, x.from, x.to)
-		if !s.ok[x.class] {
+		if !s.ok[x.class] || s.mixed {
 			return math.Inf(1)
 		}
 		sc := m.stage(s, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)

@@ -65,7 +65,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	fallback := func(why string) (*Plan, error) {
 		pl := bestPlan(plans)
 		if pl == nil {
-			return nil, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+			return nil, &InfeasibleError{Partitioner: "exact", Detail: p.tried(p.microBatchCandidates()), Rules: p.ruled()}
 		}
 		pl.Warnings = append(pl.Warnings, "exact: "+why+"; used the pipedream split instead")
 		return pl, nil
@@ -228,7 +228,7 @@ func exactOverM(ctx context.Context, p *Problem, chain *lattice, chains []*solut
 		task.Add(1)
 	}
 	if pl = bestPlan(plans); pl == nil {
-		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", Ms, p.Costs.NumDevices())}
+		return nil, 0, &InfeasibleError{Partitioner: "exact", Detail: p.tried(Ms), Rules: p.ruled()}
 	}
 	return pl, timedOut, nil
 }

@@ -32,6 +32,7 @@ type lattice struct {
 	upd        []float64
 	fwdL, bwdL []float64
 	banned     []int32   // ideal*nc + class: units that cannot run there
+	apart      []int32   // ideal*na + group: ops of the separate rules' groups (na = len(m.apartRule))
 	fast       []float64 // fastest compute (launch excluded) over classes
 	launch     []float64 // smallest launch overhead over classes
 	params     []int64
@@ -119,6 +120,22 @@ func (l *lattice) sums(s *sums, d, e int32) {
 	for k := 0; k < nc; k++ {
 		s.ok[k] = l.banned[int(e)*nc+k] == l.banned[int(d)*nc+k]
 	}
+	s.mixed = false
+	if na := len(l.m.apartRule); na > 0 {
+		// Two groups of one separate rule in the stage: it cannot be.
+		rule := -1
+		for x := 0; x < na; x++ {
+			if l.apart[int(e)*na+x] == l.apart[int(d)*na+x] {
+				continue
+			}
+			if r := l.m.apartRule[x]; r == rule {
+				s.mixed = true
+				break
+			} else {
+				rule = r
+			}
+		}
+	}
 	s.params = l.params[e] - l.params[d]
 	s.stash = l.stash[e] - l.stash[d]
 }
@@ -139,6 +156,10 @@ func (l *lattice) extend(u *units, m *model, parent int32, v int32, member func(
 		l.fwdL = append(l.fwdL, l.fwdL[i]+m.fwdL[j])
 		l.bwdL = append(l.bwdL, l.bwdL[i]+m.bwdL[j])
 		l.banned = append(l.banned, l.banned[i]+m.banned[j])
+	}
+	na := len(m.apartRule)
+	for x := 0; x < na; x++ {
+		l.apart = append(l.apart, l.apart[int(parent)*na+x]+m.apart[int(v)*na+x])
 	}
 	l.fast = append(l.fast, l.fast[parent]+m.fastest(int(v)))
 	l.launch = append(l.launch, l.launch[parent]+m.leastLaunch(int(v)))
@@ -185,6 +206,7 @@ func newLattice(u *units, m *model) *lattice {
 		params: []int64{0}, stash: []int64{0},
 		fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc),
 		fwdL: make([]float64, nc), bwdL: make([]float64, nc), banned: make([]int32, nc),
+		apart: make([]int32, len(m.apartRule)),
 	}
 }
 

@@ -55,6 +55,12 @@ type model struct {
 	// (its time there is +Inf, or the user's rules keep it off c; the times
 	// above then leave it out).
 	banned []int32
+	// apart[unit*na+j] counts the unit's ops in group j of the user's
+	// separate rules (every rule's groups numbered together); apartRule[j]
+	// is group j's rule. A stage holding two groups of one rule is no
+	// stage (see sums.mixed).
+	apart     []int32
+	apartRule []int
 	// per unit
 	params, stash, temp []int64
 }
@@ -72,7 +78,7 @@ type class struct {
 	next, prev []cluster.Link
 }
 
-func newModel(t *cost.Table, u *units, opts Options) *model {
+func newModel(t *cost.Table, u *units, opts Options, apart [][]int8) *model {
 	c := t.Cluster
 	m := &model{t: t, opts: opts, training: u.training}
 	for _, devs := range t.Classes() {
@@ -88,6 +94,7 @@ func newModel(t *cost.Table, u *units, opts Options) *model {
 	m.fwdL = make([]float64, u.n*nc)
 	m.bwdL = make([]float64, u.n*nc)
 	m.banned = make([]int32, u.n*nc)
+	m.apartGroups(u, apart)
 	m.params = make([]int64, u.n)
 	m.stash = make([]int64, u.n)
 	m.temp = make([]int64, u.n)
@@ -200,6 +207,7 @@ func (m *model) linkTables(cl *class) {
 // sums are the additive quantities of a set of units.
 type sums struct {
 	ok                        []bool    // per class: every unit can run there
+	mixed                     bool      // holds two groups of one separate rule
 	fwd, bwd, upd, fwdL, bwdL []float64 // per class
 	params, stash             int64
 }
@@ -276,4 +284,35 @@ func (m *model) combine(stage, rest float64) float64 {
 		return stage + rest
 	}
 	return max(stage, rest)
+}
+
+// apartGroups counts each unit's ops in every group of the separate
+// rules apart (per rule, each op's group or -1).
+func (m *model) apartGroups(u *units, apart [][]int8) {
+	first := make([]int, len(apart)) // rule k's groups start at first[k]
+	na := 0
+	for k, groups := range apart {
+		first[k] = na
+		top := int8(-1)
+		for _, x := range groups {
+			top = max(top, x)
+		}
+		for x := int8(0); x <= top; x++ {
+			m.apartRule = append(m.apartRule, k)
+		}
+		na += int(top) + 1
+	}
+	if na == 0 {
+		return
+	}
+	m.apart = make([]int32, u.n*na)
+	for v, ops := range u.ops {
+		for _, op := range ops {
+			for k, groups := range apart {
+				if x := groups[op]; x >= 0 {
+					m.apart[v*na+first[k]+int(x)]++
+				}
+			}
+		}
+	}
 }

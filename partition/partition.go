@@ -164,6 +164,13 @@ func NewProblem(costs *cost.Table, opts Options) (*Problem, error) {
 // ModuleKeys gives them; nil: ModuleKeys of the graph), for a graph whose
 // op names no longer tell them, such as a fused one.
 func NewProblemModules(costs *cost.Table, opts Options, moduleKeys []string) (*Problem, error) {
+	return NewProblemRules(costs, opts, moduleKeys, nil)
+}
+
+// NewProblemRules is NewProblemModules with the user's separate rules:
+// apart[k][op] is op's group in rule k, or -1. No stage holds ops of two
+// groups of one rule.
+func NewProblemRules(costs *cost.Table, opts Options, moduleKeys []string, apart [][]int8) (*Problem, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -196,7 +203,7 @@ func NewProblemModules(costs *cost.Table, opts Options, moduleKeys []string) (*P
 	if err != nil {
 		return nil, err
 	}
-	m := newModel(costs, u, opts)
+	m := newModel(costs, u, opts, apart)
 	for v := 0; v < u.n; v++ {
 		if math.IsInf(m.fastest(v), 1) {
 			return nil, fmt.Errorf("op %q cannot run on any device type of cluster %q; add a device type that runs it", costs.Graph.Ops[u.ops[v][0]].Name, costs.Cluster.Name)
@@ -246,9 +253,14 @@ func Summary(name string) string { return partitioners.Summary(name) }
 type InfeasibleError struct {
 	Partitioner string
 	Detail      string
+	// Rules is set when the user's rules narrowed the splits tried.
+	Rules bool
 }
 
 func (e *InfeasibleError) Error() string {
+	if e.Rules {
+		return fmt.Sprintf("pipeline partitioner %s: no split fits in device memory under the rules: %s; check the rules against each other (a cut rule keeping whole a module a separate rule splits leaves no split) or relax them", e.Partitioner, e.Detail)
+	}
 	return fmt.Sprintf("pipeline partitioner %s: no split fits in device memory: %s; add devices with more memory, raise the micro-batch count, or use a training graph with fewer stashed activations", e.Partitioner, e.Detail)
 }
 
@@ -290,7 +302,23 @@ func (p *Problem) bestOverM(ctx context.Context, name string, solve func(M int) 
 		}
 	}
 	if best == nil {
-		return nil, &InfeasibleError{Partitioner: name, Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+		return nil, &InfeasibleError{Partitioner: name, Detail: p.tried(p.microBatchCandidates()), Rules: p.ruled()}
 	}
 	return best, nil
+}
+
+// tried says what a partitioner that found no split tried, and under
+// which of the user's rules.
+// ruled reports whether the user's rules narrow the splits.
+func (p *Problem) ruled() bool { return len(p.m.apartRule) > 0 || p.Costs.Restricted() }
+
+func (p *Problem) tried(ms []int) string {
+	s := fmt.Sprintf("tried %v micro-batches on %d devices", ms, p.Costs.NumDevices())
+	if len(p.m.apartRule) > 0 {
+		s += ", no stage holding ops of two groups of a separate rule"
+	}
+	if p.Costs.Restricted() {
+		s += ", each stage on devices the rules let all its ops use"
+	}
+	return s
 }

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -35,7 +34,7 @@ func (pipeDream) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 		}
 	}
 	if pl == nil {
-		return nil, &InfeasibleError{Partitioner: "pipedream", Detail: fmt.Sprintf("tried %v micro-batches on %d devices", p.microBatchCandidates(), p.Costs.NumDevices())}
+		return nil, &InfeasibleError{Partitioner: "pipedream", Detail: p.tried(p.microBatchCandidates()), Rules: p.ruled()}
 	}
 	if cp.warn != "" {
 		pl.Warnings = append(pl.Warnings, "pipedream: "+cp.warn)

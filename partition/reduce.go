@@ -295,6 +295,8 @@ func aggregate(m *model, n, nc int, group []int32, skip []bool) *model {
 	r.fwd, r.bwd, r.upd = make([]float64, n*nc), make([]float64, n*nc), make([]float64, n*nc)
 	r.fwdL, r.bwdL = make([]float64, n*nc), make([]float64, n*nc)
 	r.banned = make([]int32, n*nc)
+	na := len(m.apartRule)
+	r.apart = make([]int32, n*na)
 	r.params, r.stash, r.temp = make([]int64, n), make([]int64, n), make([]int64, n)
 	for v, g := range group {
 		if skip != nil && skip[v] {
@@ -308,6 +310,9 @@ func aggregate(m *model, n, nc int, group []int32, skip []bool) *model {
 			r.fwdL[i] += m.fwdL[j]
 			r.bwdL[i] += m.bwdL[j]
 			r.banned[i] += m.banned[j]
+		}
+		for x := 0; x < na; x++ {
+			r.apart[int(g)*na+x] += m.apart[v*na+x]
 		}
 		r.params[g] += m.params[v]
 		r.stash[g] += m.stash[v]

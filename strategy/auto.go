@@ -251,7 +251,11 @@ func (s seededWith) Propose(ctx context.Context, p *Problem) ([]Proposal, error)
 func Infeasible(p *Problem, err error) error {
 	var pinf *partition.InfeasibleError
 	if errors.As(err, &pinf) {
-		return placer.Infeasible(p.Problem, fmt.Sprintf("pipeline partitioner %s: no split fits in device memory: %s", pinf.Partitioner, pinf.Detail))
+		under := ""
+		if pinf.Rules {
+			under = " under the rules"
+		}
+		return placer.Infeasible(p.Problem, fmt.Sprintf("pipeline partitioner %s: no split fits in device memory%s: %s", pinf.Partitioner, under, pinf.Detail))
 	}
 	return err
 }

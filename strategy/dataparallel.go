@@ -22,6 +22,10 @@ func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp"); err != nil {
 		return nil, err
 	}
+	if len(p.Apart) > 0 {
+		// Every replica runs every op: two groups always share devices.
+		return nil, fmt.Errorf("dp: %w: every replica runs every op, so it breaks %s", ErrNotApplicable, p.Apart[0].Rule)
+	}
 	var out []Proposal
 	for _, cl := range p.Costs.Classes() {
 		if len(cl) < 2 || !canRunAll(p.Costs, cl[0]) {

@@ -179,7 +179,7 @@ func (s pipelined) partitionCuts(ctx context.Context, p *Problem, scale float64,
 		costs = costs.Restrict(sub)
 	}
 	opts.OpCuts = opts.OpCuts || opCuts
-	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblemModules(costs, opts, p.Modules) })
+	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblemRules(costs, opts, p.Modules, p.apartGroups()) })
 	if err != nil {
 		return nil, err
 	}
@@ -319,4 +319,13 @@ func PipelinePlan(p *Problem, pp *partition.Plan, m int) *sim.Plan {
 		pl.Stages = append(pl.Stages, s)
 	}
 	return pl
+}
+
+// apartGroups is each separate rule's op groups, for the partitioners.
+func (p *Problem) apartGroups() [][]int8 {
+	var out [][]int8
+	for _, a := range p.Apart {
+		out = append(out, a.Group)
+	}
+	return out
 }
