@@ -23,6 +23,10 @@ type Roofline struct {
 	// MemoryEfficiency is the achieved fraction of peak bandwidth; 0 means
 	// DefaultMemoryEfficiency.
 	MemoryEfficiency float64
+	// TF32 runs float32 matmuls and convolutions (graph.AutocastHalf op
+	// types and their gradients) at the device type's TF32 tensor-core
+	// figure, as PyTorch does with allow_tf32 set (precision tf32).
+	TF32 bool
 }
 
 // The default efficiencies are uncalibrated assumptions taken from the
@@ -61,7 +65,11 @@ func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) 
 	if me <= 0 {
 		me = DefaultMemoryEfficiency
 	}
-	compute := float64(op.Work.FLOPs) / (dt.FLOPS(computeDType(g, op)) * ce)
+	peak := dt.FLOPS(computeDType(g, op))
+	if r.TF32 && computeDType(g, op) == graph.Float32 && graph.Autocast(op.Type) == graph.AutocastHalf {
+		peak = dt.MatmulFLOPS(true)
+	}
+	compute := float64(op.Work.FLOPs) / (peak * ce)
 	memory := float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
 	return max(compute, memory) + dt.LaunchOverhead
 }
@@ -94,4 +102,33 @@ func computeDType(g *graph.Graph, op *graph.Op) graph.DType {
 		}
 	}
 	return graph.Float32
+}
+
+// HalfEstimate is a cheap estimate, from the cost model alone, of what
+// mixed precision would change for a float32 graph on device type dt: the
+// summed time of its ops as r costs them (fp32), and the same sum with
+// the ops autocast runs in half precision (graph.AutocastHalf types and
+// their gradients) at dt's half-type figure on half-size operands (amp);
+// other ops and the casts amp would add are left as they are. It is no
+// plan: communication and placement are not redone.
+func HalfEstimate(g *graph.Graph, dt *cluster.DeviceType, r Roofline, half graph.DType) (fp32, amp float64) {
+	ce, me := r.ComputeEfficiency, r.MemoryEfficiency
+	if ce <= 0 {
+		ce = DefaultComputeEfficiency
+	}
+	if me <= 0 {
+		me = DefaultMemoryEfficiency
+	}
+	for i := range g.Ops {
+		t := r.OpTime(g, graph.OpID(i), dt)
+		fp32 += t
+		op := &g.Ops[i]
+		if graph.Autocast(op.Type) == graph.AutocastHalf && computeDType(g, op) == graph.Float32 {
+			compute := float64(op.Work.FLOPs) / (dt.FLOPS(half) * ce)
+			memory := float64(BytesMoved(g, graph.OpID(i))) / 2 / (dt.MemoryBandwidth * me)
+			t = max(compute, memory) + dt.LaunchOverhead
+		}
+		amp += t
+	}
+	return fp32, amp
 }

@@ -30,6 +30,8 @@ func assemble(_ context.Context, r *run) error {
 		Strategy:        r.strategy,
 		Family:          o.Family,
 		Mode:            r.opts.Mode,
+		Precision:       string(r.precision),
+		PrecisionHint:   precisionHint(r),
 		PredictedStepMS: plan.MS(res.Step),
 		LowerBoundMS:    plan.MS(r.bound.Seconds()),
 		LowerBoundKind:  r.boundKind,

@@ -133,7 +133,8 @@ func deviceSets(g *graph.Graph, c *cluster.Cluster, model cost.Model) *graph.Dev
 // roofline(group); with measured member times the measured total shrinks
 // by the predicted share of saved traffic and launches.
 func FusedCosts(c *graph.Coarse, fine cost.Model) cost.Model {
-	return fusedCosts{c: c, fine: fine, roof: cost.Roofline{}}
+	roof, _ := fine.(cost.Roofline) // the fine roofline's settings (tf32), else the default
+	return fusedCosts{c: c, fine: fine, roof: roof}
 }
 
 type fusedCosts struct {

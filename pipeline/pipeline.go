@@ -56,6 +56,10 @@ type Options struct {
 	// Optimizer names the training optimizer (sgd, momentum, adam; default
 	// adam).
 	Optimizer string
+	// Precision is the numeric precision of the step (train.Precisions:
+	// fp32, tf32, amp-bf16, amp-fp16); "" keeps the model file's element
+	// types. See applyPrecision.
+	Precision string
 	// RespectDevices pins TensorFlow nodes to the cluster devices their
 	// device fields name; DeviceTemplate renders a cluster device as a
 	// TensorFlow device string (default tf.DefaultTemplate).
@@ -144,6 +148,8 @@ type run struct {
 	// given its result.
 	wantGiven bool
 	given     *givenState
+	// precision is the parsed Options.Precision.
+	precision train.Precision
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -236,10 +242,15 @@ func importModel(_ context.Context, r *run) error {
 func buildTrainingStep(_ context.Context, r *run) error {
 	switch r.opts.Mode {
 	case ModeInfer:
-		return nil
 	case ModeTrain:
 	default:
 		return &InputError{fmt.Errorf("unknown mode %q: use train or infer", r.opts.Mode)}
+	}
+	if err := applyPrecision(r); err != nil {
+		return err
+	}
+	if r.opts.Mode == ModeInfer {
+		return nil
 	}
 	if r.model.Costs != nil {
 		// Measured graphs are planned as given: their backward ops, if any,
@@ -358,7 +369,7 @@ func (r *run) costModel() cost.Model {
 	case r.model.Costs != nil:
 		return r.model.Costs
 	}
-	return cost.Roofline{}
+	return cost.Roofline{TF32: r.precision == train.TF32}
 }
 
 // clusterChecker is a cost model that can tell, before any placement,

@@ -23,6 +23,12 @@ type Plan struct {
 	Family   string `json:"family,omitempty" yaml:"family,omitempty"`
 	// Mode is "infer" (one forward pass) or "train" (a training step).
 	Mode string `json:"mode" yaml:"mode"`
+	// Precision is the numeric precision the step was planned in (fp32,
+	// tf32, amp-bf16, amp-fp16); absent when the plan keeps the model
+	// file's element types. PrecisionHint, in the table only, says what
+	// amp-bf16 would change for a float32 plan on tensor-core devices.
+	Precision     string `json:"precision,omitempty" yaml:"precision,omitempty"`
+	PrecisionHint string `json:"-" yaml:"-"`
 	// PredictedStepMS is the simulated step time.
 	PredictedStepMS float64 `json:"predicted_step_ms" yaml:"predicted_step_ms"`
 	// LowerBoundMS is the least step time any plan of the strategy's

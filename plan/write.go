@@ -59,6 +59,9 @@ func Write(w io.Writer, p *Plan, f Format) error {
 func WriteTable(w io.Writer, p *Plan) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model:      %s (%s)\n", p.Model, p.Mode)
+	if p.Precision != "" {
+		fmt.Fprintf(&b, "precision:  %s\n", p.Precision)
+	}
 	fmt.Fprintf(&b, "cluster:    %s, %d devices\n", p.Cluster, len(p.Devices))
 	fmt.Fprintf(&b, "strategy:   %s\n", p.Strategy)
 	if p.Family != "" {
@@ -169,6 +172,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	for _, note := range p.Notes {
 		if _, err := fmt.Fprintf(w, "note: %s: %s\n", p.Strategy, note); err != nil {
+			return err
+		}
+	}
+	if p.PrecisionHint != "" {
+		if _, err := fmt.Fprintf(w, "precision: %s\n", p.PrecisionHint); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,115 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/train"
+)
+
+// applyPrecision rewrites the forward graph for the precision the
+// options ask for (train.ApplyPrecision), before the training step is
+// built from it, so the step's gradients, saved activations and
+// all-reduces carry the precision's types and every strategy and the
+// simulator see them. It refuses what the precision cannot mean: a graph
+// whose op times were measured, a file that carries its own backward
+// ops, and amp-bf16 on a device type with half-precision tensor cores but
+// no bfloat16 (V100, T4).
+func applyPrecision(r *run) error {
+	p, err := train.ParsePrecision(r.opts.Precision)
+	if err != nil {
+		return &InputError{err}
+	}
+	r.precision = p
+	if p == train.PrecisionDefault {
+		return nil
+	}
+	if r.model.Costs != nil {
+		return &InputError{fmt.Errorf("precision %s: %s carries measured op times, which are planned as measured; plan it without a precision", p, r.opts.ModelPath)}
+	}
+	if hasPhase(r.model.Graph, graph.Backward) {
+		return &InputError{fmt.Errorf("precision %s: %s carries its own backward ops, in the types it declares; plan it without a precision", p, r.opts.ModelPath)}
+	}
+	var noHalf, noTF32 []string
+	for _, dt := range deviceTypes(r.cluster) {
+		_, bf16 := dt.PeakFLOPS[graph.BFloat16]
+		_, fp16 := dt.PeakFLOPS[graph.Float16]
+		switch {
+		case p == train.AMPBF16 && !bf16 && fp16:
+			return &InputError{fmt.Errorf("precision amp-bf16: device type %s has float16 tensor cores but no bfloat16 (PyTorch's bfloat16 autocast needs compute capability 8.0, Ampere or later); use amp-fp16, or give the type a bfloat16 figure in the cluster file", dt.Name)}
+		case p == train.AMPBF16 && !bf16, p == train.AMPFP16 && !fp16:
+			noHalf = append(noHalf, dt.Name)
+		case p == train.TF32 && dt.TF32FLOPS == 0:
+			noTF32 = append(noTF32, dt.Name)
+		}
+	}
+	if len(noHalf) > 0 {
+		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("precision %s: %s %s no %s figure: half-precision ops run there at the float32 figure",
+			p, strings.Join(noHalf, ", "), plural(len(noHalf), "has", "have"), p.Half()))
+	}
+	if len(noTF32) > 0 {
+		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("precision tf32: %s %s no TF32 tensor cores: float32 matmuls run there at the float32 figure, as PyTorch runs them",
+			strings.Join(noTF32, ", "), plural(len(noTF32), "has", "have")))
+	}
+	if r.opts.CostModel != nil {
+		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("precision %s: the profile's measured op times are used as measured; only the ops it has no time for are costed in %s", p, p))
+	}
+	g, _, err := train.ApplyPrecision(r.model.Graph, p)
+	if err != nil {
+		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	r.model.Graph = g
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// deviceTypes lists c's distinct device types in device order.
+func deviceTypes(c *cluster.Cluster) []*cluster.DeviceType {
+	var types []*cluster.DeviceType
+	for i := range c.Devices {
+		if t := c.Devices[i].Type; !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	return types
+}
+
+// precisionHint says, for a float32 plan costed by the roofline on a
+// cluster with bfloat16 tensor cores, what amp-bf16 would change: the
+// ops' summed time on one device of the first such type, as planned and
+// under amp-bf16, from the cost model alone (cost.HalfEstimate: no plan
+// is made again, so it costs one pass over the ops). Empty otherwise.
+func precisionHint(r *run) string {
+	if r.precision != train.PrecisionDefault && r.precision != train.FP32 {
+		return ""
+	}
+	model := r.costModel()
+	if f, ok := model.(fusedCosts); ok {
+		model = f.fine
+	}
+	if _, ok := model.(cost.Roofline); !ok {
+		return "" // measured times: the estimate would not be theirs
+	}
+	for _, dt := range deviceTypes(r.cluster) {
+		if dt.FLOPS(graph.BFloat16) < 2*dt.FLOPS(graph.Float32) {
+			continue
+		}
+		fp32, amp := cost.HalfEstimate(r.model.Graph, dt, cost.Roofline{}, graph.BFloat16)
+		if amp <= 0 || fp32 < 1.05*amp {
+			return ""
+		}
+		return fmt.Sprintf("float32 on %s, which has bfloat16 tensor cores: the ops take %.1f ms summed on one device as planned, about %.1f ms (%.1fx less) with precision amp-bf16 (a cost-model estimate: matmuls and convolutions at the bfloat16 figure on half-size operands; casts, communication and the plan not redone)",
+			dt.Name, 1e3*fp32, 1e3*amp, fp32/amp)
+	}
+	return ""
+}
