@@ -58,20 +58,43 @@ func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) 
 	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
 		return 0
 	}
-	ce, me := r.ComputeEfficiency, r.MemoryEfficiency
+	return max(r.ComputeTime(g, id, dt), r.MemoryTime(g, id, dt)) + dt.LaunchOverhead
+}
+
+func (r Roofline) efficiencies() (ce, me float64) {
+	ce, me = r.ComputeEfficiency, r.MemoryEfficiency
 	if ce <= 0 {
 		ce = DefaultComputeEfficiency
 	}
 	if me <= 0 {
 		me = DefaultMemoryEfficiency
 	}
-	peak := dt.FLOPS(computeDType(g, op))
-	if r.TF32 && computeDType(g, op) == graph.Float32 && graph.Autocast(op.Type) == graph.AutocastHalf {
-		peak = dt.MatmulFLOPS(true)
+	return ce, me
+}
+
+// Peak is the FLOP/s op's compute runs at on dt: the figure for its
+// element type (computeDType), or TF32's for a float32 matmul or
+// convolution when r.TF32 is set.
+func (r Roofline) Peak(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	op := &g.Ops[id]
+	d := computeDType(g, op)
+	if r.TF32 && d == graph.Float32 && graph.Autocast(op.Type) == graph.AutocastHalf {
+		return dt.MatmulFLOPS(true)
 	}
-	compute := float64(op.Work.FLOPs) / (peak * ce)
-	memory := float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
-	return max(compute, memory) + dt.LaunchOverhead
+	return dt.FLOPS(d)
+}
+
+// ComputeTime is op's FLOPs at its peak times the compute efficiency.
+func (r Roofline) ComputeTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	ce, _ := r.efficiencies()
+	return float64(g.Ops[id].Work.FLOPs) / (r.Peak(g, id, dt) * ce)
+}
+
+// MemoryTime is op's bytes moved at the bandwidth times the memory
+// efficiency.
+func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	_, me := r.efficiencies()
+	return float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
 }
 
 // BytesMoved is the memory traffic of one op: inputs read and outputs
@@ -112,13 +135,7 @@ func computeDType(g *graph.Graph, op *graph.Op) graph.DType {
 // other ops and the casts amp would add are left as they are. It is no
 // plan: communication and placement are not redone.
 func HalfEstimate(g *graph.Graph, dt *cluster.DeviceType, r Roofline, half graph.DType) (fp32, amp float64) {
-	ce, me := r.ComputeEfficiency, r.MemoryEfficiency
-	if ce <= 0 {
-		ce = DefaultComputeEfficiency
-	}
-	if me <= 0 {
-		me = DefaultMemoryEfficiency
-	}
+	ce, me := r.efficiencies()
 	for i := range g.Ops {
 		t := r.OpTime(g, graph.OpID(i), dt)
 		fp32 += t

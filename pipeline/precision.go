@@ -8,6 +8,8 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/sim"
 	"github.com/opplace/opplace/train"
 )
 
@@ -112,4 +114,58 @@ func precisionHint(r *run) string {
 			dt.Name, 1e3*fp32, 1e3*amp, fp32/amp)
 	}
 	return ""
+}
+
+// memoryBreakdown is each device's plan.MemoryBreakdown for placement pl
+// of g on nd devices: a parameter read by a forward or backward op is a
+// weight on that op's device, one read only by optimizer ops is state; a
+// cast of a parameter (train.AutocastDomain) is a half-precision working
+// copy; a backward op's output an optimizer op reads is a weight
+// gradient. A replica's devices hold what the first replica's do.
+func memoryBreakdown(g *graph.Graph, pl *sim.Plan, nd int) []*plan.MemoryBreakdown {
+	out := make([]*plan.MemoryBreakdown, nd)
+	for d := range out {
+		out[d] = &plan.MemoryBreakdown{}
+	}
+	seen := map[[2]int]bool{} // (tensor, device) counted
+	add := func(t graph.TensorID, d int, field *int64) {
+		if k := [2]int{int(t), d}; !seen[k] {
+			seen[k] = true
+			*field += g.Tensors[t].Bytes()
+		}
+	}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		id := graph.TensorID(i)
+		switch {
+		case t.Kind == graph.Parameter:
+			state := !slices.ContainsFunc(t.Consumers, func(c graph.OpID) bool { return g.Ops[c].Phase != graph.Update })
+			for _, c := range t.Consumers {
+				b := out[pl.Device[c]]
+				if state {
+					add(id, pl.Device[c], &b.OptimizerStateBytes)
+				} else if g.Ops[c].Phase != graph.Update {
+					add(id, pl.Device[c], &b.WeightBytes)
+				}
+			}
+		case t.Producer != graph.NoOp:
+			p := &g.Ops[t.Producer]
+			d := pl.Device[t.Producer]
+			if p.Domain == train.AutocastDomain && p.Phase == graph.Forward && g.Tensors[p.Inputs[0]].Kind == graph.Parameter {
+				add(id, d, &out[d].HalfWeightBytes)
+			}
+			if p.Phase == graph.Backward && slices.ContainsFunc(t.Consumers, func(c graph.OpID) bool { return g.Ops[c].Phase == graph.Update }) {
+				add(id, d, &out[d].GradientBytes)
+			}
+		}
+	}
+	for _, st := range pl.StageDevices(nd) {
+		for _, rep := range st.Replicas[1:] {
+			for i, d := range rep {
+				b := *out[st.Replicas[0][i]]
+				out[d] = &b
+			}
+		}
+	}
+	return out
 }

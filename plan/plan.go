@@ -95,6 +95,28 @@ type Device struct {
 	// MemorySamples points: each holds the most the device held from its
 	// time until the next sample's, so the curve keeps every peak.
 	Memory []MemorySample `json:"memory,omitempty" yaml:"memory,omitempty"`
+	// Breakdown splits the memory a device holds for its weights, in
+	// plans made with a precision (absent otherwise, so plan files made
+	// without one stay as they were).
+	Breakdown *MemoryBreakdown `json:"memory_breakdown,omitempty" yaml:"memory_breakdown,omitempty"`
+}
+
+// MemoryBreakdown is what one device holds of the model's weights, each
+// tensor counted once per device that holds it. Activations are the rest
+// of PeakMemoryBytes.
+type MemoryBreakdown struct {
+	// WeightBytes are the parameters the device's ops read (the float32
+	// master weights under amp); HalfWeightBytes the half-precision
+	// working copies autocast casts them to (amp only), alive from the
+	// forward pass until the backward pass read them.
+	WeightBytes     int64 `json:"weight_bytes" yaml:"weight_bytes"`
+	HalfWeightBytes int64 `json:"half_weight_bytes" yaml:"half_weight_bytes"`
+	// GradientBytes are the weight gradients the device's backward ops
+	// write for the optimizer, in their element type (float32 under amp,
+	// as PyTorch's param.grad of a float32 parameter), what the
+	// all-reduce moves; OptimizerStateBytes the optimizer's state.
+	GradientBytes       int64 `json:"gradient_bytes" yaml:"gradient_bytes"`
+	OptimizerStateBytes int64 `json:"optimizer_state_bytes" yaml:"optimizer_state_bytes"`
 }
 
 // MemorySamples bounds a device's memory curve in a plan.

@@ -206,24 +206,35 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 		}
 		return out, nil
 	}
+	halfWeights := weightViews(fwd, order)
 	for _, id := range order {
 		op := fwd.Ops[id]
 		op.Inputs = slices.Clone(op.Inputs)
 		var want graph.DType
-		switch graph.Autocast(op.Type) {
-		case graph.AutocastHalf:
+		cls := graph.Autocast(op.Type)
+		switch {
+		case cls == graph.AutocastHalf:
 			want = half
 			st.HalfOps++
-		case graph.AutocastFloat32:
+		case cls == graph.AutocastFloat32:
 			want = graph.Float32
 			st.Float32Ops++
+		case halfWeights[id]:
+			// A view of a weight only half ops read (the Transpose of a
+			// linear layer's weight): autocast casts the weight itself,
+			// and the view is of the half copy.
+			want, cls = half, graph.AutocastHalf
+		case op.Type == "Cast":
+			// An explicit dtype is not eligible.
 		default:
-			if op.Type == "Cast" {
-				break // an explicit dtype is not eligible
-			}
 			for _, in := range op.Inputs {
 				t := &g.Tensors[in]
-				if (t.Kind == graph.Activation || t.Kind == graph.Input) && eligible(t.DType) && (want == graph.Undefined || t.DType == graph.Float32) {
+				// Type promotion: graph inputs and activations decide, but
+				// not scalars (a zero-dimensional tensor does not widen a
+				// dimensioned one in PyTorch; one-element tensors are
+				// taken as scalars here).
+				if (t.Kind == graph.Activation || t.Kind == graph.Input) && eligible(t.DType) && t.ShapeKnown && t.Elements() > 1 &&
+					(want == graph.Undefined || t.DType == graph.Float32) {
 					want = t.DType
 				}
 			}
@@ -234,7 +245,7 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 			}
 			continue
 		}
-		if cls := graph.Autocast(op.Type); cls != graph.AutocastPromote {
+		if cls != graph.AutocastPromote {
 			// Keep the op and the casts of its inputs on one device, as
 			// the training step keeps a layer and its gradient.
 			if op.Colocate == "" {
@@ -260,4 +271,48 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 		}
 	}
 	return g, st, nil
+}
+
+// viewOps relabel or reorder a tensor; PyTorch runs them on weights as
+// views of the (cast) weight.
+var viewOps = map[string]bool{"Transpose": true, "Identity": true, "Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true}
+
+// weightViews marks the view ops of a weight (their one floating-point
+// input a parameter or another such view) whose output only half ops,
+// or further such views, read: autocast casts the weight before them.
+func weightViews(g *graph.Graph, order []graph.OpID) []bool {
+	view := make([]bool, len(g.Ops))
+	for _, id := range order {
+		op := &g.Ops[id]
+		if !viewOps[op.Type] || len(op.Outputs) != 1 {
+			continue
+		}
+		float := 0
+		ok := true
+		for _, in := range op.Inputs {
+			t := &g.Tensors[in]
+			if !t.DType.IsFloat() {
+				continue
+			}
+			float++
+			ok = ok && (t.Kind == graph.Parameter || t.Producer != graph.NoOp && view[t.Producer])
+		}
+		view[id] = ok && float == 1
+	}
+	// Keep only the views every reader of which is a half op or a kept
+	// view, deciding readers first (reverse order).
+	for i := len(order) - 1; i >= 0; i-- {
+		id := order[i]
+		if !view[id] {
+			continue
+		}
+		out := &g.Tensors[g.Ops[id].Outputs[0]]
+		view[id] = len(out.Consumers) > 0 && !slices.Contains(g.Outputs, g.Ops[id].Outputs[0])
+		for _, c := range out.Consumers {
+			if graph.Autocast(g.Ops[c].Type) != graph.AutocastHalf && !view[c] {
+				view[id] = false
+			}
+		}
+	}
+	return view
 }
