@@ -126,26 +126,3 @@ func computeDType(g *graph.Graph, op *graph.Op) graph.DType {
 	}
 	return graph.Float32
 }
-
-// HalfEstimate is a cheap estimate, from the cost model alone, of what
-// mixed precision would change for a float32 graph on device type dt: the
-// summed time of its ops as r costs them (fp32), and the same sum with
-// the ops autocast runs in half precision (graph.AutocastHalf types and
-// their gradients) at dt's half-type figure on half-size operands (amp);
-// other ops and the casts amp would add are left as they are. It is no
-// plan: communication and placement are not redone.
-func HalfEstimate(g *graph.Graph, dt *cluster.DeviceType, r Roofline, half graph.DType) (fp32, amp float64) {
-	ce, me := r.efficiencies()
-	for i := range g.Ops {
-		t := r.OpTime(g, graph.OpID(i), dt)
-		fp32 += t
-		op := &g.Ops[i]
-		if graph.Autocast(op.Type) == graph.AutocastHalf && computeDType(g, op) == graph.Float32 {
-			compute := float64(op.Work.FLOPs) / (dt.FLOPS(half) * ce)
-			memory := float64(BytesMoved(g, graph.OpID(i))) / 2 / (dt.MemoryBandwidth * me)
-			t = max(compute, memory) + dt.LaunchOverhead
-		}
-		amp += t
-	}
-	return fp32, amp
-}

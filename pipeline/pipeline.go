@@ -148,8 +148,10 @@ type run struct {
 	// given its result.
 	wantGiven bool
 	given     *givenState
-	// precision is the parsed Options.Precision.
+	// precision is the parsed Options.Precision; forward the forward
+	// graph of a float32 plan, for precisionHint.
 	precision train.Precision
+	forward   *graph.Graph
 }
 
 // stage is one step of the driver. Stages run in list order; each is

@@ -27,6 +27,9 @@ func applyPrecision(r *run) error {
 		return &InputError{err}
 	}
 	r.precision = p
+	if p == train.PrecisionDefault || p == train.FP32 {
+		r.forward = r.model.Graph // for precisionHint
+	}
 	if p == train.PrecisionDefault {
 		return nil
 	}
@@ -88,32 +91,63 @@ func deviceTypes(c *cluster.Cluster) []*cluster.DeviceType {
 
 // precisionHint says, for a float32 plan costed by the roofline on a
 // cluster with bfloat16 tensor cores, what amp-bf16 would change: the
-// ops' summed time on one device of the first such type, as planned and
-// under amp-bf16, from the cost model alone (cost.HalfEstimate: no plan
-// is made again, so it costs one pass over the ops). Empty otherwise.
+// step's ops summed on one device of the first such type, as planned and
+// as amp-bf16 would run them (the forward graph rewritten by autocast,
+// its training step built again and costed by the same roofline; no
+// placement or simulation, so it costs about what the train stage did).
+// Empty otherwise.
 func precisionHint(r *run) string {
-	if r.precision != train.PrecisionDefault && r.precision != train.FP32 {
+	if r.forward == nil || r.model.Costs != nil {
 		return ""
 	}
 	model := r.costModel()
 	if f, ok := model.(fusedCosts); ok {
 		model = f.fine
 	}
-	if _, ok := model.(cost.Roofline); !ok {
+	roof, ok := model.(cost.Roofline)
+	if !ok {
 		return "" // measured times: the estimate would not be theirs
 	}
-	for _, dt := range deviceTypes(r.cluster) {
-		if dt.FLOPS(graph.BFloat16) < 2*dt.FLOPS(graph.Float32) {
-			continue
+	var dt *cluster.DeviceType
+	for _, t := range deviceTypes(r.cluster) {
+		if t.FLOPS(graph.BFloat16) >= 2*t.FLOPS(graph.Float32) {
+			dt = t
+			break
 		}
-		fp32, amp := cost.HalfEstimate(r.model.Graph, dt, cost.Roofline{}, graph.BFloat16)
-		if amp <= 0 || fp32 < 1.05*amp {
+	}
+	if dt == nil {
+		return ""
+	}
+	amp, _, err := train.ApplyPrecision(r.forward, train.AMPBF16)
+	if err != nil {
+		return ""
+	}
+	if r.opts.Mode == ModeTrain {
+		opt, err := train.ParseOptimizer(r.opts.Optimizer)
+		if err != nil {
 			return ""
 		}
-		return fmt.Sprintf("float32 on %s, which has bfloat16 tensor cores: the ops take %.1f ms summed on one device as planned, about %.1f ms (%.1fx less) with precision amp-bf16 (a cost-model estimate: matmuls and convolutions at the bfloat16 figure on half-size operands; casts, communication and the plan not redone)",
-			dt.Name, 1e3*fp32, 1e3*amp, fp32/amp)
+		if amp, _, err = train.Build(amp, train.Options{Optimizer: opt}); err != nil {
+			return ""
+		}
 	}
-	return ""
+	planned := r.model.Graph
+	if r.fused != nil {
+		planned = r.fused.coarse.Fine
+	}
+	sum := func(g *graph.Graph) float64 {
+		var s float64
+		for i := range g.Ops {
+			s += roof.OpTime(g, graph.OpID(i), dt)
+		}
+		return s
+	}
+	fp32, half := sum(planned), sum(amp)
+	if half <= 0 || fp32 < 1.05*half {
+		return ""
+	}
+	return fmt.Sprintf("float32 on %s, which has bfloat16 tensor cores: the step's ops take %.1f ms summed on one device, %.1f ms (%.1fx less) with precision amp-bf16 (the step rewritten by autocast and costed alike; placement and communication not redone: plan with amp-bf16 to see which plan wins)",
+		dt.Name, 1e3*fp32, 1e3*half, fp32/half)
 }
 
 // memoryBreakdown is each device's plan.MemoryBreakdown for placement pl
