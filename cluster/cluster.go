@@ -17,6 +17,10 @@ type DeviceType struct {
 	// PeakFLOPS is peak throughput in FLOP/s per element type; types not
 	// listed run at the Float32 figure.
 	PeakFLOPS map[graph.DType]float64
+	// TF32FLOPS is the peak of float32 matmuls and convolutions on TF32
+	// tensor cores, used when a plan asks for tf32; 0 means the part has
+	// none and they run at the float32 figure.
+	TF32FLOPS float64
 	// MemoryBandwidth is in bytes per second.
 	MemoryBandwidth float64
 	// LaunchOverhead is the fixed cost of starting one kernel, in seconds.
@@ -31,6 +35,15 @@ func (t *DeviceType) FLOPS(dt graph.DType) float64 {
 		return f
 	}
 	return t.PeakFLOPS[graph.Float32]
+}
+
+// MatmulFLOPS is the peak FLOP/s of a float32 matmul or convolution
+// with TF32 allowed: the TF32 figure where the part has one.
+func (t *DeviceType) MatmulFLOPS(tf32 bool) float64 {
+	if tf32 && t.TF32FLOPS > 0 {
+		return t.TF32FLOPS
+	}
+	return t.FLOPS(graph.Float32)
 }
 
 // Device is one placement target.

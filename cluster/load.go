@@ -235,11 +235,27 @@ func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
 	}
 	path := m.field("peak_flops")
 	seen := map[graph.DType]int{}
+	tf32Line := 0
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind == yaml.ScalarNode && strings.EqualFold(k.Value, "tf32") {
+			// Not an element type: float32 matmuls on TF32 tensor cores.
+			field := path + "." + k.Value
+			if tf32Line > 0 {
+				return b.errAt(k, field, "tf32 is given twice (first at line %d); keep one", tf32Line)
+			}
+			tf32Line = k.Line
+			sub := &mapping{node: n, path: path, vals: map[string]*yaml.Node{k.Value: v}}
+			f, _, err := b.quantity(sub, k.Value, ParseFLOPS, 0, true, maxFLOPS, "1 EFLOP/s")
+			if err != nil {
+				return err
+			}
+			t.TF32FLOPS = f
+			continue
+		}
 		dt, ok := graph.ParseDType(k.Value)
 		if k.Kind != yaml.ScalarNode || !ok {
-			return b.errAt(k, path, "unknown element type %q; use float32, float16, bfloat16, float64, int8, float8e4m3fn, ...", k.Value)
+			return b.errAt(k, path, "unknown element type %q; use float32, float16, bfloat16, float64, int8, float8e4m3fn, ... or tf32", k.Value)
 		}
 		field := path + "." + k.Value
 		if l, dup := seen[dt]; dup {

@@ -274,3 +274,40 @@ func TestFormatExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePrecisionPeaks: the tensor-core figures of the presets, and a
+// cluster file overriding them (tf32 is a key of peak_flops beside the
+// element types).
+func TestParsePrecisionPeaks(t *testing.T) {
+	src := `device_types:
+  - name: A100-80GB
+    peak_flops: {tf32: 120T, bfloat16: 250T}
+  - {name: V100-bf16, base: V100-16GB, peak_flops: {bfloat16: 125T}}
+devices:
+  - {name: a, type: A100-80GB}
+  - {name: v, type: V100-bf16}
+  - {name: h, type: H100-80GB}
+`
+	c, err := Parse([]byte(src), "prec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, v, h := c.Devices[0].Type, c.Devices[1].Type, c.Devices[2].Type
+	if a.TF32FLOPS != 120e12 || a.FLOPS(graph.BFloat16) != 250e12 || a.FLOPS(graph.Float16) != 312e12 || a.FLOPS(graph.Float32) != 19.5e12 {
+		t.Errorf("A100 override: tf32 %g, bf16 %g, fp16 %g, fp32 %g", a.TF32FLOPS, a.FLOPS(graph.BFloat16), a.FLOPS(graph.Float16), a.FLOPS(graph.Float32))
+	}
+	if v.FLOPS(graph.BFloat16) != 125e12 || v.TF32FLOPS != 0 || v.MatmulFLOPS(true) != 15.7e12 {
+		t.Errorf("V100 with bf16: %g, tf32 %g", v.FLOPS(graph.BFloat16), v.MatmulFLOPS(true))
+	}
+	if h.TF32FLOPS != 494.5e12 || h.FLOPS(graph.BFloat16) != 989.5e12 {
+		t.Errorf("H100 preset: tf32 %g, bf16 %g", h.TF32FLOPS, h.FLOPS(graph.BFloat16))
+	}
+	if p, _ := Preset("A100-40GB"); p.TF32FLOPS != 156e12 {
+		t.Errorf("A100-40GB tf32 %g", p.TF32FLOPS)
+	}
+	for _, name := range []string{"V100-16GB", "V100-32GB", "T4", "CPU"} {
+		if p, _ := Preset(name); p.TF32FLOPS != 0 || p.PeakFLOPS[graph.BFloat16] != 0 {
+			t.Errorf("%s has tf32 %g, bf16 %g; the part has neither", name, p.TF32FLOPS, p.PeakFLOPS[graph.BFloat16])
+		}
+	}
+}

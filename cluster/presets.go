@@ -15,8 +15,10 @@ import (
 //
 //   - float32 is the plain FP32 CUDA-core figure, not TF32: PyTorch has
 //     defaulted torch.backends.cuda.matmul.allow_tf32 to False since 1.12,
-//     so an FP32 matmul does not use tensor cores unless asked to. A user
-//     who enables TF32 can override float32 under device_types.
+//     so an FP32 matmul does not use tensor cores unless asked to. The
+//     TF32 tensor-core figure is TF32FLOPS, used for float32 matmuls and
+//     convolutions only when a plan asks for precision tf32 (peak_flops:
+//     tf32: in a cluster file); parts without TF32 (V100, T4) have none.
 //   - float16 and bfloat16 are the tensor-core figures; elementwise fp16
 //     work runs slower, but it is memory-bound anyway and the cost model
 //     charges it by memory bandwidth.
@@ -52,7 +54,10 @@ const (
 var presets = map[string]DeviceType{
 	// NVIDIA Tesla V100 datasheet (PB-08608-001, SXM2 column): FP64 7.8,
 	// FP32 15.7, Tensor (FP16) 125 TFLOPS; HBM2 900 GB/s; 16 or 32 GB.
-	// Volta has no bfloat16 and no int8 tensor cores.
+	// https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf
+	// (the 125 tensor TFLOPS also in https://developer.nvidia.com/programming-tensor-cores-cuda-9-0).
+	// Volta has no bfloat16, no TF32 and no int8 tensor cores: precision
+	// amp-bf16 is refused on it (use amp-fp16), tf32 runs at FP32.
 	"V100-16GB": {
 		PeakFLOPS:       map[graph.DType]float64{graph.Float32: 15.7 * tf, graph.Float16: 125 * tf, graph.Float64: 7.8 * tf},
 		MemoryBandwidth: 900 * gbs,
@@ -67,37 +72,44 @@ var presets = map[string]DeviceType{
 		Memory:          32 * gib,
 	},
 	// NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB column): FP64 Tensor
-	// 19.5, FP32 19.5, TF32 156 (not used, see above), BF16 and FP16 312
-	// TFLOPS, INT8 624 TOPS; HBM2 1,555 GB/s.
+	// 19.5, FP32 19.5, TF32 156 (dense; 312 "with sparsity"), BF16 and
+	// FP16 312 TFLOPS, INT8 624 TOPS; HBM2 1,555 GB/s.
+	// https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
 	"A100-40GB": {
 		PeakFLOPS: map[graph.DType]float64{graph.Float32: 19.5 * tf, graph.Float16: 312 * tf, graph.BFloat16: 312 * tf,
 			graph.Float64: 19.5 * tf, graph.Int8: 624 * tf},
+		TF32FLOPS:       156 * tf,
 		MemoryBandwidth: 1555 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          40 * gib,
 	},
-	// NVIDIA A100 datasheet, SXM 80GB column: compute as the 40GB part;
-	// HBM2e 2,039 GB/s.
+	// NVIDIA A100 datasheet (same URL), SXM 80GB column: compute as the
+	// 40GB part (TF32 156, BF16/FP16 312 dense); HBM2e 2,039 GB/s.
 	"A100-80GB": {
 		PeakFLOPS: map[graph.DType]float64{graph.Float32: 19.5 * tf, graph.Float16: 312 * tf, graph.BFloat16: 312 * tf,
 			graph.Float64: 19.5 * tf, graph.Int8: 624 * tf},
+		TF32FLOPS:       156 * tf,
 		MemoryBandwidth: 2039 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          80 * gib,
 	},
 	// NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: FP64 Tensor
-	// 67, FP32 67, BF16 and FP16 1,979, FP8 and INT8 3,958 TFLOPS — those
-	// tensor figures are "with sparsity", so half of each is used here;
-	// HBM3 3.35 TB/s; 80 GB.
+	// 67, FP32 67, TF32 989, BF16 and FP16 1,979, FP8 and INT8 3,958
+	// TFLOPS — those tensor figures are "with sparsity", so half of each
+	// is used here (TF32 494.5, BF16/FP16 989.5 dense); HBM3 3.35 TB/s;
+	// 80 GB. https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
 	"H100-80GB": {
 		PeakFLOPS: map[graph.DType]float64{graph.Float32: 67 * tf, graph.Float16: 989.5 * tf, graph.BFloat16: 989.5 * tf,
 			graph.Float64: 67 * tf, graph.Int8: 1979 * tf, graph.Float8E4M3FN: 1979 * tf, graph.Float8E5M2: 1979 * tf},
+		TF32FLOPS:       494.5 * tf,
 		MemoryBandwidth: 3350 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          80 * gib,
 	},
 	// NVIDIA T4 Tensor Core GPU datasheet: FP32 8.1, mixed precision
-	// (FP16) 65 TFLOPS, INT8 130 TOPS; GDDR6 320+ GB/s; 16 GB. The
+	// (FP16) 65 TFLOPS, INT8 130 TOPS; GDDR6 320+ GB/s; 16 GB.
+	// https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
+	// Turing has no bfloat16 and no TF32 (amp-bf16 refused, as V100). The
 	// datasheet gives no FP64 figure; Turing runs FP64 at 1/32 of FP32,
 	// about 0.25 TFLOPS.
 	"T4": {

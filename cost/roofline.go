@@ -23,6 +23,10 @@ type Roofline struct {
 	// MemoryEfficiency is the achieved fraction of peak bandwidth; 0 means
 	// DefaultMemoryEfficiency.
 	MemoryEfficiency float64
+	// TF32 runs float32 matmuls and convolutions (graph.AutocastHalf op
+	// types and their gradients) at the device type's TF32 tensor-core
+	// figure, as PyTorch does with allow_tf32 set (precision tf32).
+	TF32 bool
 }
 
 // The default efficiencies are uncalibrated assumptions taken from the
@@ -54,16 +58,43 @@ func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) 
 	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
 		return 0
 	}
-	ce, me := r.ComputeEfficiency, r.MemoryEfficiency
+	return max(r.ComputeTime(g, id, dt), r.MemoryTime(g, id, dt)) + dt.LaunchOverhead
+}
+
+func (r Roofline) efficiencies() (ce, me float64) {
+	ce, me = r.ComputeEfficiency, r.MemoryEfficiency
 	if ce <= 0 {
 		ce = DefaultComputeEfficiency
 	}
 	if me <= 0 {
 		me = DefaultMemoryEfficiency
 	}
-	compute := float64(op.Work.FLOPs) / (dt.FLOPS(computeDType(g, op)) * ce)
-	memory := float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
-	return max(compute, memory) + dt.LaunchOverhead
+	return ce, me
+}
+
+// Peak is the FLOP/s op's compute runs at on dt: the figure for its
+// element type (computeDType), or TF32's for a float32 matmul or
+// convolution when r.TF32 is set.
+func (r Roofline) Peak(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	op := &g.Ops[id]
+	d := computeDType(g, op)
+	if r.TF32 && d == graph.Float32 && graph.Autocast(op.Type) == graph.AutocastHalf {
+		return dt.MatmulFLOPS(true)
+	}
+	return dt.FLOPS(d)
+}
+
+// ComputeTime is op's FLOPs at its peak times the compute efficiency.
+func (r Roofline) ComputeTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	ce, _ := r.efficiencies()
+	return float64(g.Ops[id].Work.FLOPs) / (r.Peak(g, id, dt) * ce)
+}
+
+// MemoryTime is op's bytes moved at the bandwidth times the memory
+// efficiency.
+func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	_, me := r.efficiencies()
+	return float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
 }
 
 // BytesMoved is the memory traffic of one op: inputs read and outputs

@@ -14,6 +14,7 @@ import (
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
 	"github.com/opplace/opplace/strategy"
+	"github.com/opplace/opplace/train"
 )
 
 // assemble writes the kept plan and its simulated step into the plan
@@ -31,6 +32,8 @@ func assemble(_ context.Context, r *run) error {
 		Strategy:        r.strategy,
 		Family:          o.Family,
 		Mode:            r.opts.Mode,
+		Precision:       string(r.precision),
+		PrecisionHint:   precisionHint(r),
 		PredictedStepMS: plan.MS(res.Step),
 		LowerBoundMS:    plan.MS(r.bound.Seconds()),
 		LowerBoundKind:  r.boundKind,
@@ -52,8 +55,28 @@ func assemble(_ context.Context, r *run) error {
 	for _, d := range pl.Device {
 		opsOn[d]++
 	}
+	var breakdown []*plan.MemoryBreakdown
+	if r.precision != train.PrecisionDefault {
+		fg, fpl := g, pl
+		if r.fused != nil { // the fine graph's ops, on their fused op's device
+			cg := r.fused.coarse
+			fg = cg.Fine
+			dev := make([]int, len(fg.Ops))
+			for k, members := range cg.Members {
+				for _, f := range members {
+					dev[f] = pl.Device[k]
+				}
+			}
+			fpl = &sim.Plan{Placement: sim.Placement{Device: dev}, Stages: pl.StageDevices(len(c.Devices))}
+		}
+		breakdown = memoryBreakdown(fg, fpl, len(c.Devices))
+	}
 	for i, d := range c.Devices {
-		p.Devices = append(p.Devices, plan.Device{
+		var b *plan.MemoryBreakdown
+		if breakdown != nil {
+			b = breakdown[i]
+		}
+		p.Devices = append(p.Devices, plan.Device{Breakdown: b,
 			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
 			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
 			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i], Memory: memoryCurve(res.Memory[i], res.Step),

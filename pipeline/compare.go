@@ -14,13 +14,15 @@ import (
 
 // Comparison is every strategy's outcome on one model and cluster.
 type Comparison struct {
-	Model   string           `json:"model"`
-	Mode    string           `json:"mode"`
-	Cluster string           `json:"cluster"`
-	Ops     int              `json:"ops"`
-	Groups  string           `json:"groups"`
-	Batch   int64            `json:"batch,omitempty"`
-	Devices []ComparedDevice `json:"devices"`
+	Model string `json:"model"`
+	Mode  string `json:"mode"`
+	// Precision is the step's numeric precision, when one was asked for.
+	Precision string           `json:"precision,omitempty"`
+	Cluster   string           `json:"cluster"`
+	Ops       int              `json:"ops"`
+	Groups    string           `json:"groups"`
+	Batch     int64            `json:"batch,omitempty"`
+	Devices   []ComparedDevice `json:"devices"`
 	// LowerBoundMS is the bound every plan of the space is held to (see
 	// strategy.SpaceBound); rows carry their family's own.
 	LowerBoundMS float64           `json:"lower_bound_ms"`
@@ -94,7 +96,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		return nil, err
 	}
 	c := &Comparison{
-		Model: opts.ModelPath, Mode: opts.Mode, Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
+		Model: opts.ModelPath, Mode: opts.Mode, Precision: string(r.precision), Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
 		Batch: r.problem.Batch, Warnings: r.model.Warnings,
 	}
 	space, _ := strategy.SpaceBound(r.problem, "")

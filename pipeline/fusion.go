@@ -141,7 +141,8 @@ func deviceSets(g *graph.Graph, c *cluster.Cluster, model cost.Model) *graph.Dev
 // roofline(group); with measured member times the measured total shrinks
 // by the predicted share of saved traffic and launches.
 func FusedCosts(c *graph.Coarse, fine cost.Model) cost.Model {
-	return fusedCosts{c: c, fine: fine, roof: cost.Roofline{}}
+	roof, _ := fine.(cost.Roofline) // the fine roofline's settings (tf32), else the default
+	return fusedCosts{c: c, fine: fine, roof: roof}
 }
 
 type fusedCosts struct {
@@ -198,6 +199,19 @@ func (m fusedCosts) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType
 		roofSum += m.roof.OpTime(m.c.Fine, f, dt)
 	}
 	fused := m.roof.OpTime(g, op, dt)
+	// A group whose members compute at different peaks (a half-precision
+	// matmul fused with a float32 cast under amp) charges each member's
+	// FLOPs at its own peak, not all at the first input's type's.
+	peak := m.roof.Peak(g, op, dt)
+	if slices.ContainsFunc(members, func(f graph.OpID) bool {
+		return m.c.Fine.Ops[f].Work.FLOPs > 0 && m.roof.Peak(m.c.Fine, f, dt) != peak
+	}) && fused > 0 {
+		var compute float64
+		for _, f := range members {
+			compute += m.roof.ComputeTime(m.c.Fine, f, dt)
+		}
+		fused = max(compute, m.roof.MemoryTime(g, op, dt)) + dt.LaunchOverhead
+	}
 	switch {
 	case math.IsInf(sum, 1):
 		return sum

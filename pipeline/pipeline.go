@@ -57,6 +57,10 @@ type Options struct {
 	// Optimizer names the training optimizer (sgd, momentum, adam; default
 	// adam).
 	Optimizer string
+	// Precision is the numeric precision of the step (train.Precisions:
+	// fp32, tf32, amp-bf16, amp-fp16); "" keeps the model file's element
+	// types. See applyPrecision.
+	Precision string
 	// RespectDevices pins TensorFlow nodes to the cluster devices their
 	// device fields name; DeviceTemplate renders a cluster device as a
 	// TensorFlow device string (default tf.DefaultTemplate).
@@ -151,6 +155,10 @@ type run struct {
 	given     *givenState
 	// rules are the user's rules resolved; nil without any.
 	rules *rulesState
+	// precision is the parsed Options.Precision; forward the forward
+	// graph of a float32 plan, for precisionHint.
+	precision train.Precision
+	forward   *graph.Graph
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -244,10 +252,15 @@ func importModel(_ context.Context, r *run) error {
 func buildTrainingStep(_ context.Context, r *run) error {
 	switch r.opts.Mode {
 	case ModeInfer:
-		return nil
 	case ModeTrain:
 	default:
 		return &InputError{fmt.Errorf("unknown mode %q: use train or infer", r.opts.Mode)}
+	}
+	if err := applyPrecision(r); err != nil {
+		return err
+	}
+	if r.opts.Mode == ModeInfer {
+		return nil
 	}
 	if r.model.Costs != nil {
 		// Measured graphs are planned as given: their backward ops, if any,
@@ -366,7 +379,7 @@ func (r *run) costModel() cost.Model {
 	case r.model.Costs != nil:
 		return r.model.Costs
 	}
-	return cost.Roofline{}
+	return cost.Roofline{TF32: r.precision == train.TF32}
 }
 
 // clusterChecker is a cost model that can tell, before any placement,

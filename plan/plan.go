@@ -23,6 +23,12 @@ type Plan struct {
 	Family   string `json:"family,omitempty" yaml:"family,omitempty"`
 	// Mode is "infer" (one forward pass) or "train" (a training step).
 	Mode string `json:"mode" yaml:"mode"`
+	// Precision is the numeric precision the step was planned in (fp32,
+	// tf32, amp-bf16, amp-fp16); absent when the plan keeps the model
+	// file's element types. PrecisionHint, in the table only, says what
+	// amp-bf16 would change for a float32 plan on tensor-core devices.
+	Precision     string `json:"precision,omitempty" yaml:"precision,omitempty"`
+	PrecisionHint string `json:"-" yaml:"-"`
 	// PredictedStepMS is the simulated step time.
 	PredictedStepMS float64 `json:"predicted_step_ms" yaml:"predicted_step_ms"`
 	// LowerBoundMS is the least step time any plan of the strategy's
@@ -95,6 +101,28 @@ type Device struct {
 	// MemorySamples points: each holds the most the device held from its
 	// time until the next sample's, so the curve keeps every peak.
 	Memory []MemorySample `json:"memory,omitempty" yaml:"memory,omitempty"`
+	// Breakdown splits the memory a device holds for its weights, in
+	// plans made with a precision (absent otherwise, so plan files made
+	// without one stay as they were).
+	Breakdown *MemoryBreakdown `json:"memory_breakdown,omitempty" yaml:"memory_breakdown,omitempty"`
+}
+
+// MemoryBreakdown is what one device holds of the model's weights, each
+// tensor counted once per device that holds it. Activations are the rest
+// of PeakMemoryBytes.
+type MemoryBreakdown struct {
+	// WeightBytes are the parameters the device's ops read (the float32
+	// master weights under amp); HalfWeightBytes the half-precision
+	// working copies autocast casts them to (amp only), alive from the
+	// forward pass until the backward pass read them.
+	WeightBytes     int64 `json:"weight_bytes" yaml:"weight_bytes"`
+	HalfWeightBytes int64 `json:"half_weight_bytes" yaml:"half_weight_bytes"`
+	// GradientBytes are the weight gradients the device's backward ops
+	// write for the optimizer, in their element type (float32 under amp,
+	// as PyTorch's param.grad of a float32 parameter), what the
+	// all-reduce moves; OptimizerStateBytes the optimizer's state.
+	GradientBytes       int64 `json:"gradient_bytes" yaml:"gradient_bytes"`
+	OptimizerStateBytes int64 `json:"optimizer_state_bytes" yaml:"optimizer_state_bytes"`
 }
 
 // MemorySamples bounds a device's memory curve in a plan.

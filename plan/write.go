@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -59,6 +60,9 @@ func Write(w io.Writer, p *Plan, f Format) error {
 func WriteTable(w io.Writer, p *Plan) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model:      %s (%s)\n", p.Model, p.Mode)
+	if p.Precision != "" {
+		fmt.Fprintf(&b, "precision:  %s\n", p.Precision)
+	}
 	fmt.Fprintf(&b, "cluster:    %s, %d devices\n", p.Cluster, len(p.Devices))
 	fmt.Fprintf(&b, "strategy:   %s\n", p.Strategy)
 	if p.Family != "" {
@@ -106,6 +110,20 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if slices.ContainsFunc(p.Devices, func(d Device) bool { return d.Breakdown != nil }) {
+		fmt.Fprintf(w, "\nweights held per device (%s; activations are the rest of the peak):\n", p.Precision)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DEVICE\tWEIGHTS\tHALF COPY\tGRADIENTS\tOPTIMIZER STATE")
+		for _, d := range p.Devices {
+			if b := d.Breakdown; b != nil && *b != (MemoryBreakdown{}) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, cluster.FormatBytes(b.WeightBytes), cluster.FormatBytes(b.HalfWeightBytes),
+					cluster.FormatBytes(b.GradientBytes), cluster.FormatBytes(b.OptimizerStateBytes))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if len(p.Stages) > 1 || len(p.Stages) == 1 && (p.Stages[0].Replicas > 1 || p.MicroBatches > 1) {
 		fmt.Fprintf(w, "\nstages: %d", len(p.Stages))
@@ -203,6 +221,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	for _, note := range p.Notes {
 		if _, err := fmt.Fprintf(w, "note: %s: %s\n", p.Strategy, note); err != nil {
+			return err
+		}
+	}
+	if p.PrecisionHint != "" {
+		if _, err := fmt.Fprintf(w, "precision: %s\n", p.PrecisionHint); err != nil {
 			return err
 		}
 	}

@@ -166,7 +166,11 @@ func summary(pg *page, p *plan.Plan) {
 		fam = "-"
 	}
 	cards = append(cards, card{Key: "Strategy", Value: strategy, Note: fam})
-	cards = append(cards, card{Key: "Mode", Value: modeName(p.Mode)})
+	modeCard := card{Key: "Mode", Value: modeName(p.Mode)}
+	if p.Precision != "" {
+		modeCard.Note = "precision " + p.Precision
+	}
+	cards = append(cards, modeCard)
 	mb := p.MicroBatches
 	if mb == 0 {
 		mb = 1

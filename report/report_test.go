@@ -128,6 +128,11 @@ func TestReportContent(t *testing.T) {
 			notWant: []string{`<script>alert`, `act<0>`, `tiny<&>`},
 		},
 		{
+			name: "precision",
+			plan: func() *plan.Plan { p := placementPlan(); p.Precision = "amp-bf16"; return p },
+			want: []string{"precision amp-bf16"},
+		},
+		{
 			name: "candidates",
 			plan: placementPlan,
 			want: []string{

@@ -249,13 +249,15 @@ func (b *builder) addGradient(id graph.OpID) error {
 			read(dt)
 		}
 	}
-	for _, in := range f.Inputs {
-		if t := &g.Tensors[in]; t.Kind != graph.Constant {
-			read(in)
+	if f.Domain != AutocastDomain { // a cast's backward saves nothing
+		for _, in := range f.Inputs {
+			if t := &g.Tensors[in]; t.Kind != graph.Constant {
+				read(in)
+			}
 		}
-	}
-	for _, out := range f.Outputs {
-		read(out)
+		for _, out := range f.Outputs {
+			read(out)
+		}
 	}
 	hasGrad := map[graph.TensorID]bool{}
 	for _, in := range f.Inputs {

@@ -27,6 +27,7 @@ type compareFlags struct {
 	ilpSeconds float64
 	mode       string
 	optimizer  string
+	precision  string
 }
 
 func init() { commands = append(commands, newCompareCmd) }
@@ -67,6 +68,7 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 	fl.Float64Var(&f.ilpSeconds, "ilp-seconds", placer.DefaultILPSeconds, "ilp: Cbc time limit in seconds")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
+	registerPrecision(cmd, &f.precision)
 	return cmd
 }
 
@@ -78,11 +80,14 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
 	}
+	if err := checkPrecision(f.precision); err != nil {
+		return err
+	}
 	if f.groups < 1 || f.ilpSeconds <= 0 {
 		return usageError{fmt.Errorf("--groups and --ilp-seconds must be positive")}
 	}
 	opts := pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
-		Mode: f.mode, Optimizer: f.optimizer, AroundStage: collectorOffDuring,
+		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision, AroundStage: collectorOffDuring,
 		Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}}
 	if err := f.applyCompare(&opts, f.strategies); err != nil {
 		return err
@@ -117,6 +122,9 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 // writeComparison prints the table.
 func writeComparison(w io.Writer, c *pipeline.Comparison) {
 	fmt.Fprintf(w, "model:       %s, %s (%d ops; %s)\n", c.Model, c.Mode, c.Ops, c.Groups)
+	if c.Precision != "" {
+		fmt.Fprintf(w, "precision:   %s\n", c.Precision)
+	}
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
 	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space)", c.LowerBoundMS)
 	for _, st := range c.Strategies {

@@ -125,10 +125,36 @@ func TestCompareBadInput(t *testing.T) {
 		{"compare", model, "--cluster", cl, "--strategy", "nope"},
 		{"compare", model, "--cluster", cl, "-o", "yaml"},
 		{"compare", model, "--cluster", cl, "--groups", "0"},
+		{"compare", model, "--cluster", cl, "--precision", "fp64"},
 		{"compare", model},
 	} {
 		if code, _, _ := invoke(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestPrecisionCommands: plan and compare under amp-fp16 on V100s (which
+// have float16 tensor cores) carry the precision in JSON and the table.
+func TestPrecisionCommands(t *testing.T) {
+	model, cl := filepath.Join(modelDir, "resnet50.onnx"), filepath.Join(clusterDir, "4xV100.yaml")
+	code, stdout, stderr := invoke(t, "compare", model, "--cluster", cl, "--strategy", "dp", "--precision", "amp-fp16")
+	if code != 0 || !strings.Contains(stdout, "precision:   amp-fp16") {
+		t.Errorf("compare: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = invoke(t, "plan", model, "--cluster", cl, "--strategy", "dp", "--precision", "amp-fp16")
+	if code != 0 || !strings.Contains(stdout, `"precision": "amp-fp16"`) || !strings.Contains(stdout, `"half_weight_bytes"`) {
+		t.Errorf("plan json: exit %d\n%.400s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = invoke(t, "plan", model, "--cluster", cl, "--strategy", "dp", "--precision", "amp-fp16", "-o", "table")
+	for _, want := range []string{"precision:  amp-fp16", "HALF COPY", "OPTIMIZER STATE"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("plan table lacks %q: exit %d\n%s%s", want, code, stdout, stderr)
+		}
+	}
+	// fp32 on A100s: the table says what amp-bf16 would change.
+	code, stdout, stderr = invoke(t, "plan", model, "--cluster", filepath.Join(clusterDir, "8xA100-2host.yaml"), "--strategy", "dp", "-o", "table")
+	if code != 0 || !strings.Contains(stdout, "with precision amp-bf16") {
+		t.Errorf("fp32 A100 table lacks the amp-bf16 hint: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

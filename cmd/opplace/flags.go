@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/train"
 )
 
 // dimFlags are the flags that bind what a model leaves to run time: its
@@ -103,3 +104,16 @@ func (flagKnobs) Shape(input, dims string) string { return flagText("shape", inp
 func (flagKnobs) Batch(n string) string           { return flagText("batch", n, "") }
 func (flagKnobs) LoopTrips(n string) string       { return flagText("loop-trips", n, "") }
 func (flagKnobs) IfBranch(b string) string        { return flagText("if-branch", b, "") }
+
+// registerPrecision adds --precision, for every command that costs a step.
+func registerPrecision(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "precision", "", "numeric precision of the step: fp32, tf32 (fp32 storage, matmuls on TF32 tensor cores), amp-bf16 or amp-fp16 (torch.autocast: matmuls and convolutions in half precision, fp32 master weights); default: the model file's element types")
+}
+
+// checkPrecision refuses an unknown --precision before any work (exit 2).
+func checkPrecision(p string) error {
+	if _, err := train.ParsePrecision(p); err != nil {
+		return usageError{fmt.Errorf("--precision: %w", err)}
+	}
+	return nil
+}

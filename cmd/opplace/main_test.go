@@ -228,6 +228,8 @@ func TestPlanBadInput(t *testing.T) {
 		{"bad --dim", []string{"plan", goodModel, "--cluster", goodCluster, "--dim", "batch"}, 2, "NAME=VALUE"},
 		{"bad -o", []string{"plan", goodModel, "--cluster", goodCluster, "-o", "xml"}, 2, "xml"},
 		{"unknown strategy", []string{"plan", goodModel, "--cluster", goodCluster, "--strategy", "magic"}, 2, "magic"},
+		{"unknown precision", []string{"plan", goodModel, "--cluster", goodCluster, "--precision", "bf16"}, 2, "fp32, tf32, amp-bf16, amp-fp16"},
+		{"amp-bf16 on V100", []string{"plan", goodModel, "--cluster", goodCluster, "--precision", "amp-bf16"}, 2, "use amp-fp16"},
 		{"model too big for the cluster", []string{"plan", goodModel, "--cluster", tiny}, 3, "does not fit"},
 		{"too big, single strategy", []string{"plan", goodModel, "--cluster", tiny, "--strategy", "single"}, 3, "needs at least"},
 	}

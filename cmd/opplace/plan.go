@@ -26,6 +26,7 @@ type planFlags struct {
 	verbose   bool
 	mode      string
 	optimizer string
+	precision string
 	fusion    string
 	profile   string
 	// pipeline strategies
@@ -108,6 +109,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the step over 10% longer)")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
+	registerPrecision(cmd, &f.precision)
 	return cmd
 }
 
@@ -118,6 +120,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	viewOpts, err := f.viewFlags.options()
 	if err != nil {
+		return err
+	}
+	if err := checkPrecision(f.precision); err != nil {
 		return err
 	}
 	stdoutFormat := plan.JSON
@@ -146,7 +151,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	var fusion pipeline.FusionReport
 	opts := pipeline.Options{
 		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
-		Mode: f.mode, Optimizer: f.optimizer,
+		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision,
 		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
 		AroundStage: collectorOffDuring,
 	}

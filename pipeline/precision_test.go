@@ -1,0 +1,181 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/train"
+)
+
+// activations is a device's peak less the weights it holds.
+func activations(d plan.Device) int64 {
+	b := d.Breakdown
+	return d.PeakMemoryBytes - b.WeightBytes - b.HalfWeightBytes - b.GradientBytes - b.OptimizerStateBytes
+}
+
+// TestAMPOnRealModels plans GPT-2 small, BERT-base and ResNet-50 on one
+// A100 of 8xA100-2host (strategy single, so both precisions have one
+// shape) in fp32 and amp-bf16: amp predicts a faster step and fewer
+// activation bytes, holds a bfloat16 copy of the weights half their
+// size, keeps fp32 gradients and state, and runs the biggest matmul or
+// convolution exactly 312/19.5 = 16 times faster (compute-bound).
+func TestAMPOnRealModels(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		dims map[string]int64
+	}{{"gpt2_small", map[string]int64{"batch": 8}}, {"bert_base", map[string]int64{"batch": 16}}, {"resnet50", nil}} {
+		t.Run(m.name, func(t *testing.T) {
+			res := map[string]*pipeline.Result{}
+			for _, p := range []string{"fp32", "amp-bf16"} {
+				o := opts(m.name, "8xA100-2host", m.dims)
+				o.Strategy, o.Precision = "single", p
+				r, err := pipeline.Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Plan.Precision != p {
+					t.Errorf("plan precision %q, want %q", r.Plan.Precision, p)
+				}
+				res[p] = r
+			}
+			f, a := res["fp32"].Plan, res["amp-bf16"].Plan
+			if !(a.PredictedStepMS < f.PredictedStepMS) {
+				t.Errorf("amp-bf16 step %.3f ms, fp32 %.3f ms", a.PredictedStepMS, f.PredictedStepMS)
+			}
+			fd, ad := f.Devices[0], a.Devices[0]
+			if !(activations(ad) < activations(fd)) {
+				t.Errorf("activations: amp-bf16 %d bytes, fp32 %d", activations(ad), activations(fd))
+			}
+			fb, ab := fd.Breakdown, ad.Breakdown
+			// A parameter two ops read has two gradients until the
+			// optimizer sums them; under amp a weight's one cast may be
+			// its only reader.
+			if fb.HalfWeightBytes != 0 || ab.WeightBytes != fb.WeightBytes || ab.OptimizerStateBytes != fb.OptimizerStateBytes ||
+				ab.GradientBytes < ab.WeightBytes || ab.GradientBytes > fb.GradientBytes {
+				t.Errorf("fp32 %+v, amp-bf16 %+v: want the same fp32 weights, gradients and state", *fb, *ab)
+			}
+			// Every weight a matmul or convolution reads is cast; the
+			// ones only elementwise ops, norms or a Gather read are not.
+			if ab.HalfWeightBytes <= 0 || ab.HalfWeightBytes > ab.WeightBytes/2 {
+				t.Errorf("half copy %d bytes of %d bytes of weights", ab.HalfWeightBytes, ab.WeightBytes)
+			}
+			t.Logf("step %.1f -> %.1f ms, activations %d -> %d MiB, half copy %d MiB", f.PredictedStepMS, a.PredictedStepMS,
+				activations(fd)>>20, activations(ad)>>20, ab.HalfWeightBytes>>20)
+
+			// Every forward matmul and convolution runs between 2 (memory-
+			// bound: half the bytes) and 16 (compute-bound: 312/19.5 TFLOP/s)
+			// times faster; the biggest compute-bound one exactly 16.
+			fg, ag := res["fp32"].Graph, res["amp-bf16"].Graph
+			dt := res["fp32"].Cluster.Devices[0].Type
+			r := cost.Roofline{}
+			var big graph.OpID = -1
+			for i := range fg.Ops {
+				op := &fg.Ops[i]
+				if op.Phase != graph.Forward || graph.Autocast(op.Type) != graph.AutocastHalf {
+					continue
+				}
+				a, ok := ag.OpByName(op.Name)
+				if !ok {
+					t.Fatalf("amp graph lacks %q", op.Name)
+				}
+				tf := r.OpTime(fg, graph.OpID(i), dt) - dt.LaunchOverhead
+				ta := r.OpTime(ag, a, dt) - dt.LaunchOverhead
+				if ratio := tf / ta; ratio < 2-1e-9 || ratio > 16+1e-9 {
+					t.Errorf("%s: fp32/amp time ratio %v, want 2 to 16", op.Name, ratio)
+				}
+				if r.ComputeTime(ag, a, dt) > r.MemoryTime(ag, a, dt) && (big < 0 || op.Work.FLOPs > fg.Ops[big].Work.FLOPs) {
+					big = graph.OpID(i)
+				}
+			}
+			if big < 0 {
+				t.Fatal("no compute-bound matmul or convolution under amp")
+			}
+			abig, _ := ag.OpByName(fg.Ops[big].Name)
+			tf := r.OpTime(fg, big, dt) - dt.LaunchOverhead
+			ta := r.OpTime(ag, abig, dt) - dt.LaunchOverhead
+			if ratio := tf / ta; math.Abs(ratio-16) > 1e-9 {
+				t.Errorf("%s (%s): fp32/amp time ratio %v, want 16", fg.Ops[big].Name, fg.Ops[big].Type, ratio)
+			}
+		})
+	}
+}
+
+// TestPrecisionEveryStrategy plans under amp-bf16 with auto, a pipeline
+// and data parallelism: each plan carries the precision and the casts.
+func TestPrecisionEveryStrategy(t *testing.T) {
+	for _, s := range []string{pipeline.Auto, "pipeline", "dp", "m-etf"} {
+		o := opts("bert_base", "8xA100-2host", map[string]int64{"batch": 16})
+		o.Strategy, o.Precision = s, "amp-bf16"
+		r, err := pipeline.Run(context.Background(), o)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		casts := 0
+		for _, op := range r.Plan.Ops {
+			if strings.HasSuffix(op.Name, "/autocast_bfloat16") {
+				casts++
+			}
+		}
+		if r.Plan.Precision != "amp-bf16" || casts == 0 || r.Plan.Devices[0].Breakdown == nil {
+			t.Errorf("%s: precision %q, %d casts in the plan", s, r.Plan.Precision, casts)
+		}
+	}
+}
+
+// TestPrecisionDefaultUnchanged: without a precision the plan has no
+// precision, no breakdown, and the table's hint names amp-bf16.
+func TestPrecisionDefaultUnchanged(t *testing.T) {
+	r, err := pipeline.Run(context.Background(), opts("resnet50", "8xA100-2host", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.Precision != "" || r.Plan.Devices[0].Breakdown != nil {
+		t.Errorf("default plan: precision %q, breakdown %v", r.Plan.Precision, r.Plan.Devices[0].Breakdown)
+	}
+	if !strings.Contains(r.Plan.PrecisionHint, "precision amp-bf16") {
+		t.Errorf("hint %q", r.Plan.PrecisionHint)
+	}
+	// V100s have no bfloat16 tensor cores: no hint there.
+	v, err := pipeline.Run(context.Background(), opts("resnet50", "4xV100", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Plan.PrecisionHint != "" {
+		t.Errorf("V100 hint %q", v.Plan.PrecisionHint)
+	}
+}
+
+func TestPrecisionRefused(t *testing.T) {
+	for _, c := range []struct {
+		precision, cluster, want string
+	}{
+		{"amp-bf16", "4xV100", "use amp-fp16"},
+		{"bf16", "4xV100", "use fp32, tf32, amp-bf16, amp-fp16"},
+	} {
+		o := opts("resnet50", c.cluster, nil)
+		o.Precision = c.precision
+		_, err := pipeline.Run(context.Background(), o)
+		var in *pipeline.InputError
+		if !errors.As(err, &in) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s on %s: %v", c.precision, c.cluster, err)
+		}
+	}
+	// amp-fp16 on V100 runs at the 125 TFLOP/s tensor figure; tf32 warns.
+	o := opts("resnet50", "4xV100", nil)
+	o.Precision = string(train.TF32)
+	r, err := pipeline.Run(context.Background(), o)
+	if err != nil || len(r.Plan.Warnings) == 0 || !strings.Contains(strings.Join(r.Plan.Warnings, "\n"), "no TF32") {
+		t.Errorf("tf32 on V100: %v %v", err, r.Plan.Warnings)
+	}
+	o.Precision = string(train.AMPFP16)
+	if _, err := pipeline.Run(context.Background(), o); err != nil {
+		t.Errorf("amp-fp16 on V100: %v", err)
+	}
+}
