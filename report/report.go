@@ -72,8 +72,15 @@ type page struct {
 	CandRows  []candRow
 	CandNote  string
 
+	Rules []ruleRow
+
 	Graph     template.HTML
 	GraphNote string
+}
+
+type ruleRow struct {
+	Rule, Source, Ops, Devices, Effect string
+	Examples                           template.HTML
 }
 
 // card is one number of the summary.
@@ -124,6 +131,7 @@ func build(ctx context.Context, p *plan.Plan, o Options) *page {
 	pg.Memory, pg.MemoryNotes = buildMemory(p, stageOf)
 	stagesTable(pg, p)
 	candidates(pg, p)
+	rules(pg, p)
 	graph(ctx, pg, p, o)
 	return pg
 }
@@ -271,6 +279,31 @@ func mirrorDevices(p *plan.Plan, stageOf map[string]int) []string {
 		}
 	}
 	return out
+}
+
+// rules lists the user's rules and what each bound.
+func rules(pg *page, p *plan.Plan) {
+	for _, r := range p.Rules {
+		row := ruleRow{Rule: r.Rule, Source: r.Source, Ops: "-", Devices: "-", Effect: r.Effect}
+		if !r.Hard {
+			row.Rule += " (soft)"
+		}
+		if r.Ops > 0 {
+			row.Ops = fmt.Sprint(r.Ops)
+			ex := strings.Join(r.Examples, ", ")
+			if r.Ops > len(r.Examples) {
+				ex += ", …"
+			}
+			row.Examples = breakable(ex)
+		}
+		if len(r.Devices) > 0 {
+			row.Devices = joinShort(r.Devices, 6)
+		}
+		if r.PenaltyMS > 0 {
+			row.Effect += fmt.Sprintf(", +%s", fmtMS(r.PenaltyMS))
+		}
+		pg.Rules = append(pg.Rules, row)
+	}
 }
 
 func stagesTable(pg *page, p *plan.Plan) {

@@ -118,7 +118,7 @@ i.gf0{background:#3f6fa8}i.gf1{background:#86aedb}i.gb0{background:#e0701f}i.gu{
 <div>
 <h1>{{.Title}}</h1>
 <p class="sub">{{.Subtitle}}</p>
-<nav><a href="#summary">Summary</a><a href="#schedule">Schedule</a><a href="#memory">Memory</a><a href="#stages">Stages</a><a href="#candidates">Strategies tried</a><a href="#devices">Device view</a></nav>
+<nav><a href="#summary">Summary</a><a href="#schedule">Schedule</a><a href="#memory">Memory</a><a href="#stages">Stages</a><a href="#candidates">Strategies tried</a>{{if .Rules}}<a href="#rules">Rules</a>{{end}}<a href="#devices">Device view</a></nav>
 </div>
 {{if .Fits}}<div class="verdict ok" id="fits"><span class="big">FITS</span><span class="small">in every device's memory</span></div>{{else}}<div class="verdict bad" id="fits"><span class="big">DOES NOT FIT</span><span class="small">a device exceeds its memory</span></div>{{end}}
 </header>
@@ -178,7 +178,17 @@ i.gf0{background:#3f6fa8}i.gf1{background:#86aedb}i.gb0{background:#e0701f}i.gu{
 {{range .CandRows}}<tr class="{{.Status}}"><td class="mono">{{.Strategy}}</td><td>{{.Family}}</td><td>{{.Shape}}</td><td class="num">{{.Step}}</td><td class="num">{{.Throughput}}</td><td class="num">{{.Peak}}</td><td class="fits">{{.Fits}}</td><td>{{.Why}}</td></tr>
 {{end}}</tbody></table></div>{{end}}
 </section>
-
+{{if .Rules}}
+<section id="rules">
+<h2>Rules</h2>
+<p class="note">The rules the plan was made under. Every hard rule holds in this plan; a soft rule's penalty is what it added to the objective the plan was chosen by.</p>
+<div class="tablewrap"><table class="rules">
+<thead><tr><th>Rule</th><th>Written at</th><th class="num">Ops</th><th>Examples</th><th>Devices</th><th>What it did</th></tr></thead>
+<tbody>
+{{range .Rules}}<tr><td class="mono">{{.Rule}}</td><td class="mono">{{.Source}}</td><td class="num">{{.Ops}}</td><td class="mono op">{{.Examples}}</td><td class="mono">{{.Devices}}</td><td>{{.Effect}}</td></tr>
+{{end}}</tbody></table></div>
+</section>
+{{end}}
 <section id="devices">
 <h2>Device view</h2>
 {{if .Graph}}<p class="note">Devices that run ops, grouped by stage, and the bytes they send each other (Graphviz).</p>

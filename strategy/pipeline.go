@@ -179,7 +179,9 @@ func (s pipelined) partitionCuts(ctx context.Context, p *Problem, scale float64,
 		costs = costs.Restrict(sub)
 	}
 	opts.OpCuts = opts.OpCuts || opCuts
-	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) { return partition.NewProblemRules(costs, opts, p.Modules, p.apartGroups()) })
+	prob, err := p.parts.get(partKey{opts, scale}, func() (*partition.Problem, error) {
+		return partition.NewProblemRules(costs, opts, p.Modules, p.apartGroups())
+	})
 	if err != nil {
 		return nil, err
 	}
