@@ -13,8 +13,8 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/constraint"
-	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/pipeline"
+	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 )
 
