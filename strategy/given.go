@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -91,6 +92,9 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 			return nil, fmt.Errorf("%s: op %q is given device %d; the cluster has %d", GivenStrategy, ops[op].Name, d, p.Costs.NumDevices())
 		case !p.Costs.CanRun(graph.OpID(op), d):
 			dev := &p.Costs.Cluster.Devices[d]
+			if !math.IsInf(p.Costs.OpTime(graph.OpID(op), d), 1) {
+				return nil, &PlacementError{fmt.Errorf("%s puts op %q on %s, which the rules (pin, avoid) keep it off", g.Source, ops[op].Name, dev.Name)}
+			}
 			return nil, &PlacementError{fmt.Errorf("%s puts op %q on %s, whose device type %s cannot run it (it has no time there)", g.Source, ops[op].Name, dev.Name, dev.Type.Name)}
 		}
 	}
