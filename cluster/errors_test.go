@@ -160,7 +160,8 @@ func TestFileErrorFormat(t *testing.T) {
 	}{
 		{FileError{File: "x.yaml", Msg: "file is empty"}, "x.yaml: file is empty"},
 		{FileError{File: "x.yaml", Line: 2, Msg: "bad"}, "x.yaml:2: bad"},
-		{FileError{Line: 2, Field: "hosts", Msg: "bad"}, "cluster file:2: hosts: bad"},
+		{FileError{Line: 2, Field: "hosts", Msg: "bad", What: "cluster file"}, "cluster file:2: hosts: bad"},
+		{FileError{Line: 2, Msg: "bad"}, "file:2: bad"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.Error(); got != tt.want {

@@ -10,6 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/opplace/opplace/internal/yamlfile"
+
 	"github.com/opplace/opplace/graph"
 )
 
@@ -61,8 +63,8 @@ func Load(path string) (*Cluster, error) {
 // docs/clusters.md. Every error is a *FileError naming the line and field at
 // fault; the returned cluster has passed Validate.
 func Parse(data []byte, file string) (*Cluster, error) {
-	p := &parser{file: file}
-	root, err := p.decode(data)
+	p := newParser(file)
+	root, err := p.Decode(data)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +135,7 @@ type builder struct {
 func (b *builder) typeNames() []string {
 	names := PresetNames()
 	for _, n := range sortedKeys(b.typeLines) {
-		if t := b.types[n]; t != nil && !contains(names, t.Name) {
+		if t := b.types[n]; t != nil && !slices.Contains(names, t.Name) {
 			names = append(names, t.Name)
 		}
 	}
@@ -171,7 +173,7 @@ func (b *builder) deviceTypes(top *mapping) error {
 		}
 		key := strings.ToLower(name)
 		if l, dup := b.typeLines[key]; dup {
-			return b.errAt(nameNode, m.field("name"), "device type %q is declared twice (first at line %d); merge the two", name, l)
+			return b.ErrAt(nameNode, m.Field("name"), "device type %q is declared twice (first at line %d); merge the two", name, l)
 		}
 		// A type named like a preset overrides it: it starts from the
 		// preset unless it names another base.
@@ -180,7 +182,7 @@ func (b *builder) deviceTypes(top *mapping) error {
 			return err
 		} else if ok {
 			if base, ok = b.lookupType(baseName); !ok {
-				return b.errAt(baseNode, m.field("base"), "unknown device type %q%s; use a preset (%s) or a type declared above",
+				return b.ErrAt(baseNode, m.Field("base"), "unknown device type %q%s; use a preset (%s) or a type declared above",
 					baseName, suggest(baseName, b.typeNames()), strings.Join(PresetNames(), ", "))
 			}
 		} else if p, ok := Preset(name); ok {
@@ -199,7 +201,7 @@ func (b *builder) deviceTypes(top *mapping) error {
 		} else if ok {
 			t.MemoryBandwidth = v
 		} else if base == nil {
-			return b.errAt(m.node, path, "missing required field %q (memory bandwidth, like 900GB/s; or give a base: preset)", "memory_bandwidth")
+			return b.ErrAt(m.Node, path, "missing required field %q (memory bandwidth, like 900GB/s; or give a base: preset)", "memory_bandwidth")
 		}
 		if v, ok, err := b.quantity(m, "launch_overhead", ParseSeconds, 0, false, maxSeconds, "10s"); err != nil {
 			return err
@@ -211,7 +213,7 @@ func (b *builder) deviceTypes(top *mapping) error {
 		} else if ok {
 			t.Memory = int64(v)
 		} else if base == nil {
-			return b.errAt(m.node, path, "missing required field %q (default device memory, like 16GiB; or give a base: preset)", "memory")
+			return b.ErrAt(m.Node, path, "missing required field %q (default device memory, like 16GiB; or give a base: preset)", "memory")
 		}
 		b.types[key] = t
 		b.typeLines[key] = nameNode.Line
@@ -222,30 +224,30 @@ func (b *builder) deviceTypes(top *mapping) error {
 // peakFLOPS reads peak_flops into t; float32 is required for a type with
 // no base, since it is the fallback for every other element type.
 func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
-	n := m.get("peak_flops")
+	n := m.Get("peak_flops")
 	if n == nil {
 		if needF32 {
-			return b.errAt(m.node, m.path, "missing required field %q (like {float32: 15.7T}; or give a base: preset)", "peak_flops")
+			return b.ErrAt(m.Node, m.Path, "missing required field %q (like {float32: 15.7T}; or give a base: preset)", "peak_flops")
 		}
 		return nil
 	}
-	n = resolve(n)
+	n = yamlfile.Resolve(n)
 	if n.Kind != yaml.MappingNode {
-		return b.errAt(n, m.field("peak_flops"), "expected a mapping from element type to FLOP/s, like {float32: 15.7T, float16: 125T}; found %s", kindName(n))
+		return b.ErrAt(n, m.Field("peak_flops"), "expected a mapping from element type to FLOP/s, like {float32: 15.7T, float16: 125T}; found %s", yamlfile.KindName(n))
 	}
-	path := m.field("peak_flops")
+	path := m.Field("peak_flops")
 	seen := map[graph.DType]int{}
 	tf32Line := 0
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		k, v := yamlfile.Resolve(n.Content[i]), yamlfile.Resolve(n.Content[i+1])
 		if k.Kind == yaml.ScalarNode && strings.EqualFold(k.Value, "tf32") {
 			// Not an element type: float32 matmuls on TF32 tensor cores.
 			field := path + "." + k.Value
 			if tf32Line > 0 {
-				return b.errAt(k, field, "tf32 is given twice (first at line %d); keep one", tf32Line)
+				return b.ErrAt(k, field, "tf32 is given twice (first at line %d); keep one", tf32Line)
 			}
 			tf32Line = k.Line
-			sub := &mapping{node: n, path: path, vals: map[string]*yaml.Node{k.Value: v}}
+			sub := &mapping{Node: n, Path: path, Vals: map[string]*yaml.Node{k.Value: v}}
 			f, _, err := b.quantity(sub, k.Value, ParseFLOPS, 0, true, maxFLOPS, "1 EFLOP/s")
 			if err != nil {
 				return err
@@ -255,16 +257,16 @@ func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
 		}
 		dt, ok := graph.ParseDType(k.Value)
 		if k.Kind != yaml.ScalarNode || !ok {
-			return b.errAt(k, path, "unknown element type %q; use float32, float16, bfloat16, float64, int8, float8e4m3fn, ... or tf32", k.Value)
+			return b.ErrAt(k, path, "unknown element type %q; use float32, float16, bfloat16, float64, int8, float8e4m3fn, ... or tf32", k.Value)
 		}
 		field := path + "." + k.Value
 		if l, dup := seen[dt]; dup {
-			return b.errAt(k, field, "element type %s is given twice (first at line %d); keep one", dt, l)
+			return b.ErrAt(k, field, "element type %s is given twice (first at line %d); keep one", dt, l)
 		}
 		seen[dt] = k.Line
 		// Element types are keys here, not fields, so reuse quantity's
 		// checks through a one-entry mapping.
-		sub := &mapping{node: n, path: path, vals: map[string]*yaml.Node{k.Value: v}}
+		sub := &mapping{Node: n, Path: path, Vals: map[string]*yaml.Node{k.Value: v}}
 		f, _, err := b.quantity(sub, k.Value, ParseFLOPS, 0, true, maxFLOPS, "1 EFLOP/s")
 		if err != nil {
 			return err
@@ -272,7 +274,7 @@ func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
 		t.PeakFLOPS[dt] = f
 	}
 	if _, ok := t.PeakFLOPS[graph.Float32]; !ok && needF32 {
-		return b.errAt(n, path, "missing float32, the figure every element type without its own falls back to")
+		return b.ErrAt(n, path, "missing float32, the figure every element type without its own falls back to")
 	}
 	return nil
 }
@@ -285,7 +287,7 @@ func parseBytesFloat(s string) (float64, error) {
 // addName claims a device or host name, which must be unique across both.
 func (b *builder) addName(name string, n *yaml.Node, field string) error {
 	if l, dup := b.names[name]; dup {
-		return b.errAt(n, field, "name %q is already used at line %d; device and host names must all differ", name, l)
+		return b.ErrAt(n, field, "name %q is already used at line %d; device and host names must all differ", name, l)
 	}
 	b.names[name] = n.Line
 	return nil
@@ -312,12 +314,12 @@ func (b *builder) hosts(top *mapping) error {
 		if err != nil {
 			return err
 		}
-		if err := b.addName(name, nameNode, m.field("name")); err != nil {
+		if err := b.addName(name, nameNode, m.Field("name")); err != nil {
 			return err
 		}
 		h := Host{Name: name, Intra: defaultIntra}
-		if n := m.get("intra"); n != nil {
-			lm, err := b.mapping(n, m.field("intra"), linkKeys...)
+		if n := m.Get("intra"); n != nil {
+			lm, err := b.mapping(n, m.Field("intra"), linkKeys...)
 			if err != nil {
 				return err
 			}
@@ -337,7 +339,7 @@ func (b *builder) devices(top *mapping) error {
 		return err
 	}
 	if !ok {
-		return b.errAt(top.node, "", "missing required field %q (the list of devices, like - {name: gpu0, type: V100-16GB})", "devices")
+		return b.ErrAt(top.Node, "", "missing required field %q (the list of devices, like - {name: gpu0, type: V100-16GB})", "devices")
 	}
 	for i, item := range items {
 		path := fmt.Sprintf("devices[%d]", i)
@@ -355,7 +357,7 @@ func (b *builder) devices(top *mapping) error {
 		}
 		t, ok := b.lookupType(typeName)
 		if !ok {
-			return b.errAt(typeNode, m.field("type"), "unknown device type %q%s; use a preset (%s) or declare it under device_types",
+			return b.ErrAt(typeNode, m.Field("type"), "unknown device type %q%s; use a preset (%s) or declare it under device_types",
 				typeName, suggest(typeName, b.typeNames()), strings.Join(PresetNames(), ", "))
 		}
 		host, err := b.deviceHost(m)
@@ -375,21 +377,21 @@ func (b *builder) devices(top *mapping) error {
 			counted = true
 			count, err = strconv.Atoi(s)
 			if err != nil || count < 1 {
-				return b.errAt(n, m.field("count"), "count must be a positive whole number, found %q", s)
+				return b.ErrAt(n, m.Field("count"), "count must be a positive whole number, found %q", s)
 			}
 			if count > maxDevices {
-				return b.errAt(n, m.field("count"), "count %d is more than the %d devices a cluster may have", count, maxDevices)
+				return b.ErrAt(n, m.Field("count"), "count %d is more than the %d devices a cluster may have", count, maxDevices)
 			}
 		}
 		for k := 0; k < count; k++ {
 			if len(b.c.Devices) >= maxDevices {
-				return b.errAt(nameNode, path, "more than %d devices; a cluster file may declare at most that many", maxDevices)
+				return b.ErrAt(nameNode, path, "more than %d devices; a cluster file may declare at most that many", maxDevices)
 			}
 			dn := name
 			if counted {
 				dn = expandName(name, k)
 			}
-			if err := b.addName(dn, nameNode, m.field("name")); err != nil {
+			if err := b.addName(dn, nameNode, m.Field("name")); err != nil {
 				return err
 			}
 			b.c.Devices = append(b.c.Devices, Device{Name: dn, Type: t, Memory: mem, Host: host})
@@ -415,19 +417,19 @@ func (b *builder) deviceHost(m *mapping) (int, error) {
 	}
 	if b.implicitHosts {
 		if ok && hostName != implicitHost {
-			return 0, b.errAt(hostNode, m.field("host"), "host %q is not declared; add a hosts: list naming it (without one, all devices share the implicit host %q)", hostName, implicitHost)
+			return 0, b.ErrAt(hostNode, m.Field("host"), "host %q is not declared; add a hosts: list naming it (without one, all devices share the implicit host %q)", hostName, implicitHost)
 		}
 		return 0, nil
 	}
 	if !ok {
-		return 0, b.errAt(m.node, m.path, "missing required field %q (the file has a hosts: list, so every device must name one of %s)", "host", listNames(b.hostNames()))
+		return 0, b.ErrAt(m.Node, m.Path, "missing required field %q (the file has a hosts: list, so every device must name one of %s)", "host", listNames(b.hostNames()))
 	}
 	for i, h := range b.c.Hosts {
 		if h.Name == hostName {
 			return i, nil
 		}
 	}
-	return 0, b.errAt(hostNode, m.field("host"), "host %q is not declared%s; use one of %s or add it to hosts:", hostName, suggest(hostName, b.hostNames()), listNames(b.hostNames()))
+	return 0, b.ErrAt(hostNode, m.Field("host"), "host %q is not declared%s; use one of %s or add it to hosts:", hostName, suggest(hostName, b.hostNames()), listNames(b.hostNames()))
 }
 
 func (b *builder) hostNames() []string {
@@ -476,16 +478,16 @@ func (b *builder) links(top *mapping) error {
 			table, class = b.c.Network, 1
 		}
 		if len(table)+len(ends)*(len(ends)-1)/2 > maxPairs {
-			return b.errAt(m.get("between"), m.field("between"), "more than %d linked pairs in all; model large fabrics with a host network instead", maxPairs)
+			return b.ErrAt(m.Get("between"), m.Field("between"), "more than %d linked pairs in all; model large fabrics with a host network instead", maxPairs)
 		}
 		for x := 0; x < len(ends); x++ {
 			for y := x + 1; y < len(ends); y++ {
 				key := [2]int{min(ends[x], ends[y]), max(ends[x], ends[y])}
 				if l0, dup := b.pairLines[[3]int{class, key[0], key[1]}]; dup {
-					return b.errAt(m.get("between"), m.field("between"), "the link between %s and %s is already set at line %d; each pair may be linked once",
+					return b.ErrAt(m.Get("between"), m.Field("between"), "the link between %s and %s is already set at line %d; each pair may be linked once",
 						b.endName(ofHosts, key[0]), b.endName(ofHosts, key[1]), l0)
 				}
-				b.pairLines[[3]int{class, key[0], key[1]}] = m.node.Line
+				b.pairLines[[3]int{class, key[0], key[1]}] = m.Node.Line
 				table[key] = l
 			}
 		}
@@ -508,21 +510,21 @@ func (b *builder) endpoints(m *mapping) (ends []int, ofHosts bool, err error) {
 		return nil, false, err
 	}
 	if !ok {
-		return nil, false, b.errAt(m.node, m.path, "missing required field %q (the devices, or the hosts, the link joins: [gpu0, gpu1])", "between")
+		return nil, false, b.ErrAt(m.Node, m.Path, "missing required field %q (the devices, or the hosts, the link joins: [gpu0, gpu1])", "between")
 	}
 	if len(items) < 2 {
-		return nil, false, b.errAt(seqNode, m.field("between"), "a link needs at least two endpoints")
+		return nil, false, b.ErrAt(seqNode, m.Field("between"), "a link needs at least two endpoints")
 	}
 	firstHost := false
 	seen := map[string]bool{}
 	for j, n := range items {
-		field := fmt.Sprintf("%s[%d]", m.field("between"), j)
+		field := fmt.Sprintf("%s[%d]", m.Field("between"), j)
 		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-			return nil, false, b.errAt(n, field, "expected a device or host name, found %s", kindName(n))
+			return nil, false, b.ErrAt(n, field, "expected a device or host name, found %s", yamlfile.KindName(n))
 		}
 		name := strings.TrimSpace(n.Value)
 		if seen[name] {
-			return nil, false, b.errAt(n, field, "%q is listed twice; list each endpoint once", name)
+			return nil, false, b.ErrAt(n, field, "%q is listed twice; list each endpoint once", name)
 		}
 		seen[name] = true
 		idx, isHost := -1, false
@@ -532,12 +534,12 @@ func (b *builder) endpoints(m *mapping) (ends []int, ofHosts bool, err error) {
 			idx, isHost = h, true
 		} else {
 			all := append(b.deviceNames(), b.hostNames()...)
-			return nil, false, b.errAt(n, field, "unknown device or host %q%s; declare it, or use one of %s", name, suggest(name, all), listNames(all))
+			return nil, false, b.ErrAt(n, field, "unknown device or host %q%s; declare it, or use one of %s", name, suggest(name, all), listNames(all))
 		}
 		if j == 0 {
 			firstHost = isHost
 		} else if isHost != firstHost {
-			return nil, false, b.errAt(n, field, "%q is a %s but %q is a %s; a link joins devices (a direct link) or hosts (the network between them), not both",
+			return nil, false, b.ErrAt(n, field, "%q is a %s but %q is a %s; a link joins devices (a direct link) or hosts (the network between them), not both",
 				name, hostOrDevice(isHost), strings.TrimSpace(items[0].Value), hostOrDevice(firstHost))
 		}
 		ends = append(ends, idx)
@@ -563,7 +565,7 @@ func indexOf(list []string, s string) int {
 
 // network reads the top-level network: default between hosts.
 func (b *builder) network(top *mapping) error {
-	n := top.get("network")
+	n := top.Get("network")
 	if n == nil {
 		return nil
 	}
@@ -589,7 +591,7 @@ func (b *builder) link(m *mapping, base *Link, kind string) (Link, error) {
 	} else if ok {
 		p, found := LinkPreset(name)
 		if !found {
-			return Link{}, b.errAt(n, m.field("preset"), "unknown link preset %q%s; use one of %s, or give bandwidth: and latency:",
+			return Link{}, b.ErrAt(n, m.Field("preset"), "unknown link preset %q%s; use one of %s, or give bandwidth: and latency:",
 				name, suggest(name, LinkPresetNames()), strings.Join(LinkPresetNames(), ", "))
 		}
 		l, have = p, true
@@ -607,14 +609,14 @@ func (b *builder) link(m *mapping, base *Link, kind string) (Link, error) {
 	} else if ok {
 		l.Bandwidth = v
 	} else if !have {
-		return Link{}, b.errAt(m.node, m.path, "missing required field %q (like 16GB/s or 100Gb/s; or give a preset: from %s)", "bandwidth", strings.Join(LinkPresetNames(), ", "))
+		return Link{}, b.ErrAt(m.Node, m.Path, "missing required field %q (like 16GB/s or 100Gb/s; or give a preset: from %s)", "bandwidth", strings.Join(LinkPresetNames(), ", "))
 	}
 	if v, ok, err := b.quantity(m, "latency", ParseSeconds, 0, false, maxSeconds, "10s"); err != nil {
 		return Link{}, err
 	} else if ok {
 		l.Latency = v
 	} else if !have {
-		return Link{}, b.errAt(m.node, m.path, "missing required field %q (like 5us; 0 if negligible)", "latency")
+		return Link{}, b.ErrAt(m.Node, m.Path, "missing required field %q (like 5us; 0 if negligible)", "latency")
 	}
 	return l, nil
 }

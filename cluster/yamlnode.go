@@ -1,15 +1,11 @@
 package cluster
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opplace/opplace/internal/yamlfile"
 )
 
 // The loader walks a yaml.Node tree rather than decoding into structs so
@@ -18,158 +14,36 @@ import (
 
 // parser carries the file name into every error.
 type parser struct {
-	file string
+	yamlfile.Parser
 }
 
-// errAt makes a FileError at node n (which may be nil, giving no line).
-func (p *parser) errAt(n *yaml.Node, field, format string, args ...any) *FileError {
-	e := &FileError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line = n.Line
-	}
-	return e
+func newParser(file string) *parser {
+	return &parser{yamlfile.Parser{File: file, What: "cluster file",
+		Empty: "a cluster file needs at least a devices: list", ManyDocuments: "put one cluster per file"}}
 }
 
-// yamlLine pulls the line number out of a yaml.v3 syntax error, which
-// reads "yaml: line 3: did not find expected key".
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// decode parses data as one YAML document and returns its root node.
-func (p *parser) decode(data []byte) (root *yaml.Node, err error) {
-	// yaml.v3 is not known to panic on any input, but Parse promises never
-	// to, and a panic here would take down the whole CLI.
-	defer func() {
-		if r := recover(); r != nil {
-			root, err = nil, p.errAt(nil, "", "not valid YAML (the YAML parser failed: %v)", r)
-		}
-	}()
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, p.errAt(nil, "", "file is empty; a cluster file needs at least a devices: list")
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, p.errAt(nil, "", "file holds no YAML document (only comments?); a cluster file needs at least a devices: list")
-		}
-		return nil, p.yamlError(err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, p.errAt(&extra, "", "file holds more than one YAML document; put one cluster per file")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, p.yamlError(err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, p.errAt(nil, "", "file is empty; a cluster file needs at least a devices: list")
-	}
-	root = resolve(doc.Content[0])
-	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil, p.errAt(root, "", "file is empty; a cluster file needs at least a devices: list")
-	}
-	return root, nil
-}
-
-// yamlError turns a yaml.v3 syntax error into a FileError.
-func (p *parser) yamlError(err error) *FileError {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &FileError{File: p.file, Line: line, Msg: "not valid YAML: " + m[2]}
-	}
-	return &FileError{File: p.file, Msg: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
-}
-
-// resolve follows aliases (*name) to the node they stand for.
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-// kindName describes a node's kind for messages.
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "empty"
-		}
-		return fmt.Sprintf("the value %q", n.Value)
-	}
-	return "something else"
-}
-
-// A mapping is a YAML mapping checked against its known keys.
-type mapping struct {
-	node *yaml.Node
-	path string
-	vals map[string]*yaml.Node
-}
+// mapping is a YAML mapping checked against its known keys.
+type mapping = yamlfile.Mapping
 
 // mapping checks that n is a mapping whose keys are all in known, each at
-// most once.
+// most once, suggesting a known key for a misspelt one.
 func (p *parser) mapping(n *yaml.Node, path string, known ...string) (*mapping, error) {
-	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errAt(n, path, "expected a mapping with keys %s, found %s", strings.Join(known, ", "), kindName(n))
-	}
-	m := &mapping{node: n, path: path, vals: map[string]*yaml.Node{}}
-	keyLines := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.errAt(k, path, "a key must be a plain name, found %s", kindName(k))
-		}
-		if !contains(known, k.Value) {
-			return nil, p.errAt(k, path, "unknown field %q (known: %s)%s", k.Value, strings.Join(known, ", "), suggest(k.Value, known))
-		}
-		if l, dup := keyLines[k.Value]; dup {
-			return nil, p.errAt(k, m.field(k.Value), "given twice (first at line %d); keep one", l)
-		}
-		keyLines[k.Value] = k.Line
-		m.vals[k.Value] = resolve(v)
-	}
-	return m, nil
+	return p.Mapping(n, path, suggest, known...)
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// field is the path of key within m.
-func (m *mapping) field(key string) string {
-	if m.path == "" {
-		return key
-	}
-	return m.path + "." + key
-}
-
-// get returns the value of key, or nil when it is absent.
-func (m *mapping) get(key string) *yaml.Node { return m.vals[key] }
 
 // scalar returns the text of key's value. ok is false when the key is
 // absent; an empty value or a non-scalar is an error, since a key with no
 // value is more likely a mistake than a request for the default.
 func (p *parser) scalar(m *mapping, key string) (s string, n *yaml.Node, ok bool, err error) {
-	n = m.get(key)
+	n = m.Get(key)
 	if n == nil {
 		return "", nil, false, nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", n, false, p.errAt(n, m.field(key), "expected a single value, found %s", kindName(n))
+		return "", n, false, p.ErrAt(n, m.Field(key), "expected a single value, found %s", yamlfile.KindName(n))
 	}
 	if n.Tag == "!!null" || strings.TrimSpace(n.Value) == "" {
-		return "", n, false, p.errAt(n, m.field(key), "has no value; give one or remove the key")
+		return "", n, false, p.ErrAt(n, m.Field(key), "has no value; give one or remove the key")
 	}
 	return strings.TrimSpace(n.Value), n, true, nil
 }
@@ -181,7 +55,7 @@ func (p *parser) required(m *mapping, key, what string) (string, *yaml.Node, err
 		return "", nil, err
 	}
 	if !ok {
-		return "", nil, p.errAt(m.node, m.path, "missing required field %q (%s)", key, what)
+		return "", nil, p.ErrAt(m.Node, m.Path, "missing required field %q (%s)", key, what)
 	}
 	return s, n, nil
 }
@@ -189,19 +63,19 @@ func (p *parser) required(m *mapping, key, what string) (string, *yaml.Node, err
 // sequence returns the items of key's value, which must be a non-empty
 // list; ok is false when the key is absent.
 func (p *parser) sequence(m *mapping, key string) (items []*yaml.Node, n *yaml.Node, ok bool, err error) {
-	n = m.get(key)
+	n = m.Get(key)
 	if n == nil {
 		return nil, nil, false, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, n, false, p.errAt(n, m.field(key), "expected a list, found %s", kindName(n))
+		return nil, n, false, p.ErrAt(n, m.Field(key), "expected a list, found %s", yamlfile.KindName(n))
 	}
 	if len(n.Content) == 0 {
-		return nil, n, false, p.errAt(n, m.field(key), "is an empty list; list at least one entry or remove the key")
+		return nil, n, false, p.ErrAt(n, m.Field(key), "is an empty list; list at least one entry or remove the key")
 	}
 	items = make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
-		items[i] = resolve(c)
+		items[i] = yamlfile.Resolve(c)
 	}
 	return items, n, true, nil
 }
@@ -215,15 +89,15 @@ func (p *parser) quantity(m *mapping, key string, parse func(string) (float64, e
 	}
 	v, err = parse(s)
 	if err != nil {
-		return 0, false, p.errAt(n, m.field(key), "%v", err)
+		return 0, false, p.ErrAt(n, m.Field(key), "%v", err)
 	}
 	switch {
 	case open && v <= lo:
-		return 0, false, p.errAt(n, m.field(key), "must be positive, found %s", s)
+		return 0, false, p.ErrAt(n, m.Field(key), "must be positive, found %s", s)
 	case v < lo:
-		return 0, false, p.errAt(n, m.field(key), "must be at least %g, found %s", lo, s)
+		return 0, false, p.ErrAt(n, m.Field(key), "must be at least %g, found %s", lo, s)
 	case v > hi:
-		return 0, false, p.errAt(n, m.field(key), "%s is implausibly large (limit %s); check the unit", s, hiText)
+		return 0, false, p.ErrAt(n, m.Field(key), "%s is implausibly large (limit %s); check the unit", s, hiText)
 	}
 	return v, true, nil
 }

@@ -48,8 +48,8 @@ func Load(path string) (*Set, error) {
 // when it gives both. Every error is a *FileError naming the line and
 // field at fault. Parse never panics.
 func Parse(file string, data []byte) (*Set, error) {
-	p := &parser{file: file}
-	root, err := p.decode(data)
+	p := newParser(file)
+	root, err := p.Decode(data)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func Parse(file string, data []byte) (*Set, error) {
 	}
 	set := &Set{}
 	for _, kind := range Kinds {
-		n := top.get(string(kind))
+		n := top.Get(string(kind))
 		if n == nil {
 			continue
 		}
@@ -85,21 +85,21 @@ func Parse(file string, data []byte) (*Set, error) {
 		}
 	}
 	if len(set.Rules) == 0 {
-		return nil, p.errAt(root, "", "file holds no rules; %s", emptyHint)
+		return nil, p.ErrAt(root, "", "file holds no rules; %s", emptyHint)
 	}
 	return set, nil
 }
 
 // rule reads one entry of a section other than limit.
 func (p *parser) rule(kind Kind, n *yaml.Node, field string) (Rule, error) {
-	r := Rule{Kind: kind, Source: fmt.Sprintf("%s:%d", p.file, n.Line)}
+	r := Rule{Kind: kind, Source: fmt.Sprintf("%s:%d", p.File, n.Line)}
 	if kind == Separate {
 		groups, err := p.list(n, field, "two or more op groups (each a selector or a list of selectors)")
 		if err != nil {
 			return Rule{}, err
 		}
 		if len(groups) < 2 {
-			return Rule{}, p.errAt(n, field, "lists one group; separate needs two or more, like [module:/tower_a/, module:/tower_b/]")
+			return Rule{}, p.ErrAt(n, field, "lists one group; separate needs two or more, like [module:/tower_a/, module:/tower_b/]")
 		}
 		for j, g := range groups {
 			sels, err := p.selectors(g, fmt.Sprintf("%s[%d]", field, j))
@@ -134,31 +134,31 @@ func (p *parser) rule(kind Kind, n *yaml.Node, field string) (Rule, error) {
 			return Rule{}, err
 		}
 		if r.Bytes, r.Fraction, err = parseAmount(s); err != nil {
-			return Rule{}, p.errAt(an, m.field("amount"), "%v", err)
+			return Rule{}, p.ErrAt(an, m.Field("amount"), "%v", err)
 		}
 	case Cut:
-		at, notInside := m.get("at"), m.get("not_inside")
+		at, notInside := m.Get("at"), m.Get("not_inside")
 		switch {
 		case at != nil && notInside != nil:
-			return Rule{}, p.errAt(m.node, field, "gives both at and not_inside; write each as its own cut entry")
+			return Rule{}, p.ErrAt(m.Node, field, "gives both at and not_inside; write each as its own cut entry")
 		case at != nil:
-			s, err := p.scalarNode(at, m.field("at"), "a module path pattern, like /blocks/blocks.*")
+			s, err := p.scalarNode(at, m.Field("at"), "a module path pattern, like /blocks/blocks.*")
 			if err != nil {
 				return Rule{}, err
 			}
 			if r.CutAt, err = parseCutAt(s); err != nil {
-				return Rule{}, p.errAt(at, m.field("at"), "%v", err)
+				return Rule{}, p.ErrAt(at, m.Field("at"), "%v", err)
 			}
 		case notInside != nil:
-			s, err := p.scalarNode(notInside, m.field("not_inside"), "a module path, like /encoder/layer.3")
+			s, err := p.scalarNode(notInside, m.Field("not_inside"), "a module path, like /encoder/layer.3")
 			if err != nil {
 				return Rule{}, err
 			}
 			if r.NotInside, err = parseNotInside(s); err != nil {
-				return Rule{}, p.errAt(notInside, m.field("not_inside"), "%v", err)
+				return Rule{}, p.ErrAt(notInside, m.Field("not_inside"), "%v", err)
 			}
 		default:
-			return Rule{}, p.errAt(m.node, field, "needs at: PATTERN (stages start only at modules it matches) or not_inside: MODULE (no stage boundary inside it)")
+			return Rule{}, p.ErrAt(m.Node, field, "needs at: PATTERN (stages start only at modules it matches) or not_inside: MODULE (no stage boundary inside it)")
 		}
 	case Prefer:
 		on, okOn, err := p.target(m, "on")
@@ -171,22 +171,22 @@ func (p *parser) rule(kind Kind, n *yaml.Node, field string) (Rule, error) {
 		}
 		switch {
 		case okOn && okNot:
-			return Rule{}, p.errAt(m.node, field, "gives both on and not_on; a preference is either for a target (on) or against one (not_on): write two entries")
+			return Rule{}, p.ErrAt(m.Node, field, "gives both on and not_on; a preference is either for a target (on) or against one (not_on): write two entries")
 		case okOn:
 			r.Target = on
 		case okNot:
 			r.Target, r.Not = notOn, true
 		default:
-			return Rule{}, p.errAt(m.node, field, "needs on: TARGET (rather there) or not_on: TARGET (rather not there)")
+			return Rule{}, p.ErrAt(m.Node, field, "needs on: TARGET (rather there) or not_on: TARGET (rather not there)")
 		}
 		r.Weight = 1
-		if wn := m.get("weight"); wn != nil {
-			s, err := p.scalarNode(wn, m.field("weight"), "a number of milliseconds, like 2")
+		if wn := m.Get("weight"); wn != nil {
+			s, err := p.scalarNode(wn, m.Field("weight"), "a number of milliseconds, like 2")
 			if err != nil {
 				return Rule{}, err
 			}
 			if r.Weight, err = parseWeight(s); err != nil {
-				return Rule{}, p.errAt(wn, m.field("weight"), "%v", err)
+				return Rule{}, p.ErrAt(wn, m.Field("weight"), "%v", err)
 			}
 		}
 	}
@@ -200,35 +200,35 @@ func (p *parser) rule(kind Kind, n *yaml.Node, field string) (Rule, error) {
 // targets, or both.
 func (p *parser) limit(n *yaml.Node, field string) (Rule, error) {
 	if n.Kind == yaml.SequenceNode {
-		return Rule{}, p.errAt(n, field, "is a list; limit is one mapping, like limit: {devices: 4, only: [gpu0, host:h1]}")
+		return Rule{}, p.ErrAt(n, field, "is a list; limit is one mapping, like limit: {devices: 4, only: [gpu0, host:h1]}")
 	}
 	m, err := p.mapping(n, field, ruleKeys[Limit]...)
 	if err != nil {
 		return Rule{}, err
 	}
-	r := Rule{Kind: Limit, Source: fmt.Sprintf("%s:%d", p.file, n.Line)}
-	dn, on := m.get("devices"), m.get("only")
+	r := Rule{Kind: Limit, Source: fmt.Sprintf("%s:%d", p.File, n.Line)}
+	dn, on := m.Get("devices"), m.Get("only")
 	if dn == nil && on == nil {
-		return Rule{}, p.errAt(n, field, "needs devices: N (at most N devices) or only: [TARGET, ...] (only these devices), or both")
+		return Rule{}, p.ErrAt(n, field, "needs devices: N (at most N devices) or only: [TARGET, ...] (only these devices), or both")
 	}
 	if dn != nil {
-		s, err := p.scalarNode(dn, m.field("devices"), "a device count, at least 1")
+		s, err := p.scalarNode(dn, m.Field("devices"), "a device count, at least 1")
 		if err != nil {
 			return Rule{}, err
 		}
 		if r.MaxDevices, err = parseCount(s); err != nil {
-			return Rule{}, p.errAt(dn, m.field("devices"), "%v", err)
+			return Rule{}, p.ErrAt(dn, m.Field("devices"), "%v", err)
 		}
 	}
 	if on != nil {
-		texts, nodes, fields, err := p.scalars(on, m.field("only"), "a target")
+		texts, nodes, fields, err := p.scalars(on, m.Field("only"), "a target")
 		if err != nil {
 			return Rule{}, err
 		}
 		for i, s := range texts {
 			t, err := ParseTarget(s)
 			if err != nil {
-				return Rule{}, p.errAt(nodes[i], fields[i], "%v", err)
+				return Rule{}, p.ErrAt(nodes[i], fields[i], "%v", err)
 			}
 			r.Only = append(r.Only, t)
 		}

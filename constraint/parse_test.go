@@ -342,7 +342,7 @@ func TestFileErrorFormat(t *testing.T) {
 	}{
 		{FileError{File: "c.yaml", Line: 3, Field: "pin[0].to", Msg: "m"}, "c.yaml:3: pin[0].to: m"},
 		{FileError{File: "c.yaml", Msg: "m"}, "c.yaml: m"},
-		{FileError{Msg: "m"}, "constraints file: m"},
+		{FileError{Msg: "m", What: "constraints file"}, "constraints file: m"},
 	} {
 		if got := tt.e.Error(); got != tt.want {
 			t.Errorf("got %q, want %q", got, tt.want)
