@@ -22,12 +22,15 @@ type block struct {
 }
 
 // yamlBlocks returns the ```yaml blocks of a Markdown text.
-func yamlBlocks(doc string) []block {
+func yamlBlocks(doc string) []block { return fenced(doc, "yaml") }
+
+// fenced returns the blocks of a Markdown text fenced as ```lang.
+func fenced(doc, lang string) []block {
 	var blocks []block
 	var cur *block
 	for i, line := range strings.Split(doc, "\n") {
 		switch {
-		case cur == nil && strings.TrimSpace(line) == "```yaml":
+		case cur == nil && strings.TrimSpace(line) == "```"+lang:
 			cur = &block{line: i + 1}
 		case cur != nil && strings.TrimSpace(line) == "```":
 			blocks = append(blocks, *cur)
@@ -152,22 +155,7 @@ func TestSchemaMatchesParser(t *testing.T) {
 }
 
 // textBlocks returns the ```text blocks of a Markdown text.
-func textBlocks(doc string) []block {
-	var blocks []block
-	var cur *block
-	for i, line := range strings.Split(doc, "\n") {
-		switch {
-		case cur == nil && strings.TrimSpace(line) == "```text":
-			cur = &block{line: i + 1}
-		case cur != nil && strings.TrimSpace(line) == "```":
-			blocks = append(blocks, *cur)
-			cur = nil
-		case cur != nil:
-			cur.text += line + "\n"
-		}
-	}
-	return blocks
-}
+func textBlocks(doc string) []block { return fenced(doc, "text") }
 
 // shellWords splits a command line as sh does for the quoting the docs
 // use: single quotes, backslash-newline, plain words.
