@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -63,5 +64,47 @@ func TestSeparateGroupsInOtherStages(t *testing.T) {
 		if pl.BottleneckMs < free.BottleneckMs {
 			t.Errorf("%s: kept apart at %.3f ms, faster than the free optimum %.3f ms", name, pl.BottleneckMs, free.BottleneckMs)
 		}
+	}
+}
+
+// TestCoarsenChainKeepsGroupsApart: coarsening a long chain into a few
+// blocks keeps the cuts where a separate rule's groups start and end, so
+// the coarse chain can still part them.
+func TestCoarsenChainKeepsGroupsApart(t *testing.T) {
+	var names []string
+	for i := range 40 {
+		names = append(names, fmt.Sprint("l", i))
+	}
+	g := chainGraph(names, nil, 1<<10, false)
+	c := testCluster(2, 1<<40, giga)
+	costs := cost.NewTable(g, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1})
+	group := make([]int8, len(g.Ops))
+	for i := range group {
+		group[i] = -1
+		switch g.Ops[i].Name {
+		case "l1":
+			group[i] = 0
+		case "l3":
+			group[i] = 1
+		}
+	}
+	p, err := NewProblemRules(costs, Options{MicroBatches: 1}, nil, [][]int8{group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := chainLattice(p.u, p.m)
+	coarse, _ := coarsenChain(l, 4)
+	s := newSums(coarse.nc)
+	parted := false
+	for i := 1; i < coarse.n-1; i++ {
+		coarse.sums(s, 0, int32(i))
+		first := !s.mixed
+		coarse.sums(s, int32(i), int32(coarse.n-1))
+		if first && !s.mixed {
+			parted = true
+		}
+	}
+	if !parted {
+		t.Errorf("no cut of the %d-block chain parts l1 from l3", coarse.n-1)
 	}
 }

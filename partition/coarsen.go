@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // chainWork is the work budget of the search over every prefix of the
@@ -46,7 +47,9 @@ func chainSearch(p *Problem, search func(l *lattice, work *int64) error) (warn s
 // not searched. It returns l itself when it has at most k units, and a
 // warning otherwise. Unlike placer.Coarsen and graph.Coarsen it merges
 // no units and builds no graph: the blocks exist only as the cuts kept,
-// whose prefix sums the chain already holds.
+// whose prefix sums the chain already holds. Where the user's separate
+// rules bind units, it also keeps the cuts where the groups a unit holds
+// change, so a block never holds two groups a split could have parted.
 func coarsenChain(l *lattice, k int) (*lattice, string) {
 	n := l.n - 1
 	if l.words != 0 || n <= k {
@@ -65,6 +68,7 @@ func coarsenChain(l *lattice, k int) (*lattice, string) {
 		}
 	}
 	keep = append(keep, n)
+	keep = l.keepApart(keep)
 	c := &lattice{u: l.u, m: l.m, n: len(keep), units: l.units, nc: l.nc, chain: true, tempMax: l.tempMax}
 	nc := l.nc
 	for x, i := range keep {
@@ -96,4 +100,28 @@ func coarsenChain(l *lattice, k int) (*lattice, string) {
 		}
 	}
 	return c, fmt.Sprintf("the order of %d units coarsened to %d blocks of balanced compute (stage boundaries only between blocks) to keep the search fast", n, c.n-1)
+}
+
+// keepApart adds to keep (ascending prefix positions of the chain) every
+// position where the separate rules' groups of the unit before and the
+// unit after differ.
+func (l *lattice) keepApart(keep []int) []int {
+	na := len(l.m.apartRule)
+	if na == 0 {
+		return keep
+	}
+	// holds reports whether unit v (the one prefix v+1 adds) has ops of
+	// group x.
+	holds := func(v, x int) bool { return l.apart[(v+1)*na+x] != l.apart[v*na+x] }
+	n := l.n - 1
+	for i := 1; i < n; i++ {
+		for x := 0; x < na; x++ {
+			if holds(i-1, x) != holds(i, x) {
+				keep = append(keep, i)
+				break
+			}
+		}
+	}
+	slices.Sort(keep)
+	return slices.Compact(keep)
 }
