@@ -27,8 +27,11 @@ type Comparison struct {
 	// strategy.SpaceBound); rows carry their family's own.
 	LowerBoundMS float64           `json:"lower_bound_ms"`
 	Strategies   []StrategyOutcome `json:"strategies"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	outcomes     []strategy.Outcome
+	// Rules are the user's rules every row was held to, each as
+	// "spelling (source)".
+	Rules    []string `json:"rules,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	outcomes []strategy.Outcome
 }
 
 // ComparedDevice names a device and its memory.
@@ -98,6 +101,11 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	c := &Comparison{
 		Model: opts.ModelPath, Mode: opts.Mode, Precision: string(r.precision), Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
 		Batch: r.problem.Batch, Warnings: r.model.Warnings,
+	}
+	if r.rules != nil {
+		for _, b := range r.rules.res.Bindings {
+			c.Rules = append(c.Rules, b.Rule.String()+" ("+b.Rule.Source+")")
+		}
 	}
 	space, _ := strategy.SpaceBound(r.problem, "")
 	c.LowerBoundMS = plan.MS(space.Seconds())

@@ -126,6 +126,9 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 		fmt.Fprintf(w, "precision:   %s\n", c.Precision)
 	}
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
+	if len(c.Rules) > 0 {
+		fmt.Fprintf(w, "rules:       %d, every row keeps the hard ones: %s\n", len(c.Rules), strings.Join(c.Rules, "; "))
+	}
 	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space)", c.LowerBoundMS)
 	for _, st := range c.Strategies {
 		if st.Family == strategy.FamilyPlacement && st.LowerBoundMS > c.LowerBoundMS {
