@@ -48,12 +48,14 @@ func Coarsen(p *Problem, gs *Groups, target int) *Groups {
 		runMem  int64
 		runDevs []int
 	)
+	var runKey int32
 	for _, g := range gg.order {
 		both := intersect(runDevs, allowed[g])
+		key := lim.apartKey(gs.Members[g][0])
 		// A group of zero work always joins the current run.
-		if runs < 0 || len(both) == 0 || runMem+mem[g] > memCap || runWork > 0 && work[g] > 0 && runWork+work[g] > limit {
+		if runs < 0 || len(both) == 0 || key != runKey || runMem+mem[g] > memCap || runWork > 0 && work[g] > 0 && runWork+work[g] > limit {
 			runs++
-			runWork, runMem, runDevs = 0, 0, allowed[g]
+			runWork, runMem, runDevs, runKey = 0, 0, allowed[g], key
 		} else {
 			runDevs = both
 		}

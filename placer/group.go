@@ -118,7 +118,10 @@ type quotient struct {
 	uf         *graph.UnionFind[graph.OpID]
 	succ, pred []map[int32]struct{}
 	allowed    [][]int
-	seen       map[int32]bool
+	// key is each group's separate-rules key (limits.apartKey): groups
+	// with different keys never merge.
+	key  []int32
+	seen map[int32]bool
 	// mem is each root group's memory (outputs, scratch and resident
 	// inputs, summed); no merge makes a group bigger than memCap.
 	mem    []int64
@@ -151,11 +154,12 @@ func newQuotient(p *Problem, lim *limits) *quotient {
 	n := len(p.Graph.Ops)
 	q := &quotient{
 		uf: graph.NewGrouping(n), succ: make([]map[int32]struct{}, n), pred: make([]map[int32]struct{}, n),
-		allowed: make([][]int, n), seen: map[int32]bool{},
+		allowed: make([][]int, n), key: make([]int32, n), seen: map[int32]bool{},
 		mem: make([]int64, n), memCap: groupMemCap(p),
 	}
 	for i := 0; i < n; i++ {
 		q.allowed[i] = lim.devices(graph.OpID(i))
+		q.key[i] = lim.apartKey(graph.OpID(i))
 		q.mem[i] = unitMemory(p, graph.OpID(i))
 		q.succ[i] = map[int32]struct{}{}
 		q.pred[i] = map[int32]struct{}{}
@@ -226,7 +230,7 @@ func (q *quotient) merge(x, y graph.OpID) mergeResult {
 		return same
 	}
 	both := intersect(q.allowed[a], q.allowed[b])
-	if len(both) == 0 {
+	if len(both) == 0 || q.key[a] != q.key[b] {
 		return apart
 	}
 	if q.mem[a]+q.mem[b] > q.memCap {

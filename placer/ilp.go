@@ -77,13 +77,13 @@ type ilpModel struct {
 	coloc   [][2]int32  // units that must share a device
 	reach   [][]uint64  // reach[g] bitset of units reachable from g
 	allowed [][]int
+	// apart[k][g] is unit g's group in separate rule k, -1 for none:
+	// units of different groups of a rule never share a device.
+	apart [][]int8
 }
 
 func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	m.notes = nil
-	if err := noApart(p, "ilp"); err != nil {
-		return sim.Placement{}, err
-	}
 	target, secs := m.Groups, m.MaxSeconds
 	if target <= 0 {
 		target = DefaultILPGroups
@@ -194,6 +194,15 @@ func newILPModel(p *Problem, gs *Groups) (*ilpModel, error) {
 			}
 		}
 	}
+	// Units never mix separate groups (Coarsen and group keep them
+	// apart), so a unit's group is its first member's.
+	for k := range lim.apart {
+		grp := make([]int8, ng)
+		for u, members := range gs.Members {
+			grp[u] = lim.apart[k][lim.class[members[0]]]
+		}
+		md.apart = append(md.apart, grp)
+	}
 	// Reachability as bitsets, in reverse topological order.
 	words := (ng + 63) / 64
 	md.reach = make([][]uint64, ng)
@@ -267,11 +276,12 @@ func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
 	s := make([]float64, ng)
 	free := make([]float64, md.nd)
 	load := make([]float64, md.nd)
+	placed := make([]bool, ng)
 	var makespan float64
 	for _, u := range md.gg.order {
 		best, bestEnd := -1, math.Inf(1)
 		for _, d := range md.allowed[u] {
-			if !md.memOK(load, u, d) || md.colocElsewhere(dev, s, u, d) {
+			if !md.memOK(load, u, d) || md.colocElsewhere(dev, s, u, d) || md.apartClash(dev, placed, u, d) {
 				continue
 			}
 			st := free[d]
@@ -292,6 +302,7 @@ func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
 			return nil, nil, 0
 		}
 		dev[u] = best
+		placed[u] = true
 		s[u] = bestEnd - md.t[u][best]
 		free[best] = bestEnd
 		load[best] += md.mem[u]
@@ -303,6 +314,22 @@ func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
 		}
 	}
 	return dev, s, makespan
+}
+
+// apartClash reports whether unit u on device d would share it with a
+// placed unit of another group of a separate rule.
+func (md *ilpModel) apartClash(dev []int, placed []bool, u int32, d int) bool {
+	for _, grp := range md.apart {
+		if grp[u] < 0 {
+			continue
+		}
+		for v, x := range grp {
+			if x >= 0 && x != grp[u] && placed[v] && dev[v] == d {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // colocElsewhere reports whether unit u is colocated with an earlier
@@ -391,8 +418,17 @@ func (md *ilpModel) build(startDev []int, startS []float64, ub float64) (*cbc.Pr
 		for u := 0; u < ng; u++ {
 			bigM += slices.Max(finite(md.t[u]))
 		}
+		// Every edge may cross the slowest link, as the rules can force.
+		var slowest [2]int
+		for a := 0; a < nd; a++ {
+			for b := 0; b < nd; b++ {
+				if md.comm(a, b, 1<<20) > md.comm(slowest[0], slowest[1], 1<<20) {
+					slowest = [2]int{a, b}
+				}
+			}
+		}
 		for _, e := range md.gg.edges {
-			bigM += md.comm(0, max(nd-1, 0), e.bytes) * 4 // generous: any link
+			bigM += 2 * md.comm(slowest[0], slowest[1], e.bytes)
 		}
 	}
 	has := startDev != nil
@@ -510,6 +546,21 @@ func (md *ilpModel) build(startDev []int, startS []float64, ub float64) (*cbc.Pr
 			}
 		}
 		row(-cbc.Inf, 1, ts...)
+	}
+	// Units of different groups of a separate rule never share a device.
+	for _, grp := range md.apart {
+		for a := 0; a < ng; a++ {
+			for b := a + 1; b < ng; b++ {
+				if grp[a] < 0 || grp[b] < 0 || grp[a] == grp[b] {
+					continue
+				}
+				for d := 0; d < nd; d++ {
+					if x, y := cols.x[a][d], cols.x[b][d]; x >= 0 && y >= 0 {
+						row(-cbc.Inf, 1, term(x, 1), term(y, 1))
+					}
+				}
+			}
+		}
 	}
 	for _, c := range md.coloc {
 		for d := 0; d < nd; d++ {

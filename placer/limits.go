@@ -18,8 +18,21 @@ type limits struct {
 	// allowed lists each class's devices, ascending.
 	allowed [][]int
 	// apart[k][c] is class c's group in separate rule k (Problem.Apart),
-	// -1 for none; nil without such rules.
+	// -1 for none; nil without such rules. key[c] numbers class c's groups
+	// over every rule, so classes kept apart differently have different
+	// keys (nil without such rules).
 	apart [][]int8
+	key   []int32
+}
+
+// apartKey is op's key among the separate rules' groups: ops with
+// different keys are bound differently, and placers that merge ops into
+// units keep them in different units. 0 without such rules.
+func (l *limits) apartKey(op graph.OpID) int32 {
+	if l.key == nil {
+		return 0
+	}
+	return l.key[l.class[op]]
 }
 
 // newLimits derives the classes and their devices; an error names an op
@@ -112,6 +125,20 @@ func (l *limits) groupsApart(p *Problem) error {
 			}
 		}
 		l.apart[k] = grp
+	}
+	l.key = make([]int32, len(l.allowed))
+	ids := map[string]int32{}
+	sig := make([]byte, len(l.apart))
+	for c := range l.key {
+		for k := range l.apart {
+			sig[k] = byte(l.apart[k][c])
+		}
+		id, ok := ids[string(sig)]
+		if !ok {
+			id = int32(len(ids))
+			ids[string(sig)] = id
+		}
+		l.key[c] = id
 	}
 	return nil
 }
@@ -294,7 +321,7 @@ func noApart(p *Problem, placer string) error {
 	if len(p.Apart) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s does not place under separate rules (%s); m-etf, heft, m-sct, m-topo, expert and local do", placer, p.Apart[0].Rule)
+	return fmt.Errorf("%s does not place under separate rules (%s); m-etf, heft, m-sct, m-topo, expert, ilp and local do", placer, p.Apart[0].Rule)
 }
 
 // noDevice explains why no device can take op's class.

@@ -71,9 +71,13 @@ func TestPlacersKeepRules(t *testing.T) {
 		}
 		p.Apart = []Apart{apart}
 		for _, name := range placers {
-			pl, err := newPlacer(name).Place(context.Background(), p)
+			if name == "ilp" && i >= 4 {
+				continue // a few seconds each
+			}
+			pl, err := ruleTestPlacer(name).Place(context.Background(), p)
 			if err != nil {
 				refused[name]++
+				t.Logf("graph %d, %s: %v", i, name, err)
 				if name != "ilp" && name != "m-etf-baechi" && name != "single" {
 					t.Errorf("graph %d (%d ops, %d devices), %s: %v", i, n, nd, name, err)
 				}
@@ -91,8 +95,11 @@ func TestPlacersKeepRules(t *testing.T) {
 		}
 	}
 	t.Logf("placed %v, refused %v", placed, refused)
-	if refused["ilp"] != 12 || refused["m-etf-baechi"] != 12 {
-		t.Errorf("ilp and m-etf-baechi must refuse separate rules: refused %v", refused)
+	if refused["m-etf-baechi"] != 12 {
+		t.Errorf("m-etf-baechi must refuse separate rules: refused %v", refused)
+	}
+	if placed["ilp"] == 0 {
+		t.Errorf("ilp placed none of the graphs under the rules")
 	}
 }
 
@@ -119,4 +126,14 @@ func checkPlacementRules(t *testing.T, p *Problem, pl sim.Placement, name string
 			owner[d] = x
 		}
 	}
+}
+
+// ruleTestPlacer is the placer of that name, the ilp with a time limit
+// of a few seconds: Cbc has been seen to claim proven infeasibility, and
+// once to crash, when its limit was half a second.
+func ruleTestPlacer(name string) Placer {
+	if name == "ilp" {
+		return &ILP{MaxSeconds: 3}
+	}
+	return newPlacer(name)
 }
