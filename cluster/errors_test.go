@@ -39,7 +39,7 @@ var errorCases = []struct {
 
 	// The achievable-speed model.
 	{"efficiency above 1", "device_types:\n  - name: T4\n    efficiency: {memory: 1.2}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency.memory",
-		[]string{"1.2 is implausibly large"}},
+		[]string{"must be at most 1", "found 1.2"}},
 	{"efficiency zero", "device_types:\n  - name: T4\n    efficiency:\n      clock: 0\ndevices: [{name: g, type: T4}]\n", 4, "device_types[0].efficiency.clock",
 		[]string{"must be positive"}},
 	{"efficiency not a number", "device_types:\n  - name: T4\n    efficiency: {compute: fast}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency.compute",

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -296,9 +297,12 @@ func (b *builder) efficiency(m *mapping, t *DeviceType) error {
 		key string
 		dst *float64
 	}{{"compute", &t.Efficiency.Compute}, {"tensor", &t.Efficiency.Tensor}, {"tensor_conv", &t.Efficiency.TensorConv}, {"memory", &t.Efficiency.Memory}, {"clock", &t.Efficiency.Clock}} {
-		if v, ok, err := b.quantity(em, f.key, parseFraction, 0, true, 1, "1 (100%)"); err != nil {
+		if v, ok, err := b.quantity(em, f.key, parseFraction, 0, true, math.Inf(1), ""); err != nil {
 			return err
 		} else if ok {
+			if v > 1 {
+				return b.errAt(em.get(f.key), em.field(f.key), "must be at most 1 (a fraction of the datasheet figure), found %s", em.get(f.key).Value)
+			}
 			*f.dst = v
 		}
 	}
