@@ -45,8 +45,9 @@ const gpuLaunchOverhead = 5e-6
 // "assumed" one without a source.
 const (
 	// cudaCoreEff is e_max of float32 matmuls and convolutions on CUDA
-	// cores. Fit on V100 (0.9); the other parts take the same figure,
-	// an assumption checked by the held-out cases.
+	// cores, and of every other op's FLOPs. Fit on V100 (0.9); the other
+	// parts take the same figure, an assumption checked by the held-out
+	// cases.
 	cudaCoreEff = 0.9
 	// tensorCoreEff is e_max of matmuls (GEMMs) on tensor cores (half
 	// types, TF32): assumed, the old flat default, for want of a published
