@@ -27,6 +27,37 @@ type DeviceType struct {
 	LaunchOverhead float64
 	// Memory is the default device memory in bytes.
 	Memory int64
+	// Efficiency is the achievable-speed model: what fraction of the
+	// peaks above real kernels reach (docs/model.md#achievable-speed).
+	Efficiency Efficiency
+}
+
+// Efficiency says how much of a device type's datasheet peaks real
+// kernels sustain. A zero field means "not given": the cost model then
+// uses its flat default (70% of peak FLOP/s, 80% of bandwidth, no ramp,
+// the datasheet clock), which is what a type declared without a base gets.
+type Efficiency struct {
+	// Compute is the fraction of peak FLOP/s a large matmul or convolution
+	// on the CUDA cores (float32, float64) reaches at the datasheet clock
+	// (e_max); it also bounds every other op's compute.
+	Compute float64
+	// Tensor is e_max for matmuls on tensor cores: in a half type, or
+	// float32 under TF32. 0 means Compute.
+	Tensor float64
+	// TensorConv is e_max for convolutions on tensor cores, which reach
+	// less of the peak than GEMMs do. 0 means Tensor.
+	TensorConv float64
+	// MatmulHalf is W_half in FLOPs: a matmul or convolution of W FLOPs
+	// runs at Compute × W/(W + MatmulHalf) of peak, so one of MatmulHalf
+	// FLOPs reaches half of Compute. 0: no ramp.
+	MatmulHalf float64
+	// Memory is the fraction of peak memory bandwidth streaming kernels
+	// reach.
+	Memory float64
+	// Clock is the sustained fraction of the boost clock the datasheet
+	// peak assumes, for parts whose power cap throttles them under load
+	// (a 70 W T4); it scales every compute peak. 0 means 1.
+	Clock float64
 }
 
 // FLOPS returns the peak FLOP/s for element type dt.

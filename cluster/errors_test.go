@@ -37,6 +37,18 @@ var errorCases = []struct {
 	{"empty value", "devices:\n  - name: g\n    type: T4\n    memory:\n", 4, "devices[0].memory", []string{"has no value"}},
 	{"merge key", "x: &x {type: T4}\ndevices:\n  - {<<: *x, name: g}\n", 1, "", []string{`unknown field "x"`}},
 
+	// The achievable-speed model.
+	{"efficiency above 1", "device_types:\n  - name: T4\n    efficiency: {memory: 1.2}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency.memory",
+		[]string{"must be at most 1", "found 1.2"}},
+	{"efficiency zero", "device_types:\n  - name: T4\n    efficiency:\n      clock: 0\ndevices: [{name: g, type: T4}]\n", 4, "device_types[0].efficiency.clock",
+		[]string{"must be positive"}},
+	{"efficiency not a number", "device_types:\n  - name: T4\n    efficiency: {compute: fast}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency.compute",
+		[]string{`"fast" is not a fraction`}},
+	{"efficiency unknown key", "device_types:\n  - name: T4\n    efficiency: {tensr: 0.5}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency",
+		[]string{`unknown field "tensr"`, `did you mean "tensor"?`}},
+	{"efficiency not a mapping", "device_types:\n  - name: T4\n    efficiency: 0.5\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency",
+		[]string{"expected a mapping"}},
+
 	// Required fields.
 	{"no devices", "name: x\n", 1, "", []string{`missing required field "devices"`}},
 	{"empty devices", "devices: []\n", 1, "devices", []string{"empty list"}},

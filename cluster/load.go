@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,7 +41,8 @@ const implicitHost = "host0"
 // Known keys, in the order error messages list them.
 var (
 	topKeys    = []string{"name", "device_types", "hosts", "devices", "links", "network"}
-	typeKeys   = []string{"name", "base", "peak_flops", "memory_bandwidth", "launch_overhead", "memory"}
+	typeKeys   = []string{"name", "base", "peak_flops", "memory_bandwidth", "launch_overhead", "memory", "efficiency"}
+	effKeys    = []string{"compute", "tensor", "tensor_conv", "matmul_half", "memory", "clock"}
 	hostKeys   = []string{"name", "intra"}
 	deviceKeys = []string{"name", "type", "host", "memory", "count"}
 	linkKeys   = []string{"preset", "kind", "bandwidth", "latency"}
@@ -215,6 +217,9 @@ func (b *builder) deviceTypes(top *mapping) error {
 		} else if base == nil {
 			return b.ErrAt(m.Node, path, "missing required field %q (default device memory, like 16GiB; or give a base: preset)", "memory")
 		}
+		if err := b.efficiency(m, t); err != nil {
+			return err
+		}
 		b.types[key] = t
 		b.typeLines[key] = nameNode.Line
 	}
@@ -277,6 +282,56 @@ func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
 		return b.ErrAt(n, path, "missing float32, the figure every element type without its own falls back to")
 	}
 	return nil
+}
+
+// efficiency reads efficiency: into t.Efficiency; each key overrides the
+// base's figure and the rest are kept.
+func (b *builder) efficiency(m *mapping, t *DeviceType) error {
+	n := m.get("efficiency")
+	if n == nil {
+		return nil
+	}
+	em, err := b.mapping(n, m.field("efficiency"), effKeys...)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"compute", &t.Efficiency.Compute}, {"tensor", &t.Efficiency.Tensor}, {"tensor_conv", &t.Efficiency.TensorConv}, {"memory", &t.Efficiency.Memory}, {"clock", &t.Efficiency.Clock}} {
+		if v, ok, err := b.quantity(em, f.key, parseFraction, 0, true, math.Inf(1), ""); err != nil {
+			return err
+		} else if ok {
+			if v > 1 {
+				return b.errAt(em.get(f.key), em.field(f.key), "must be at most 1 (a fraction of the datasheet figure), found %s", em.get(f.key).Value)
+			}
+			*f.dst = v
+		}
+	}
+	if v, ok, err := b.quantity(em, "matmul_half", parseFLOPCount, 0, false, maxFLOPS, "1E FLOPs"); err != nil {
+		return err
+	} else if ok {
+		t.Efficiency.MatmulHalf = v
+	}
+	return nil
+}
+
+// parseFraction reads a fraction, 0.88 or 88%.
+func parseFraction(s string) (float64, error) {
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a fraction; write it like 0.88 or 88%%", s)
+	}
+	if pct {
+		v /= 100
+	}
+	return v, nil
+}
+
+// parseFLOPCount reads a number of FLOPs with the FLOP/s suffixes (2G, 1.5T).
+func parseFLOPCount(s string) (float64, error) {
+	return ParseFLOPS(strings.TrimSuffix(strings.TrimSuffix(s, "FLOPs"), "FLOP"))
 }
 
 func parseBytesFloat(s string) (float64, error) {

@@ -311,3 +311,60 @@ devices:
 		}
 	}
 }
+
+func TestLoadEfficiency(t *testing.T) {
+	src := `device_types:
+  - name: T4
+    efficiency: {memory: 75%, matmul_half: 2G}
+  - name: Mine
+    base: A100-80GB
+    efficiency:
+      compute: 0.85
+      tensor: 0.6
+      tensor_conv: 0.5
+      clock: 0.9
+  - name: Bare
+    peak_flops: {float32: 1T}
+    memory_bandwidth: 1TB/s
+    memory: 1GiB
+devices:
+  - {name: a, type: T4}
+  - {name: b, type: Mine}
+  - {name: c, type: Bare}
+`
+	c, err := Parse([]byte(src), "eff.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preset, _ := Preset("T4")
+	t4 := c.Devices[0].Type.Efficiency
+	want := preset.Efficiency
+	want.Memory, want.MatmulHalf = 0.75, 2e9
+	if t4 != want {
+		t.Errorf("T4 override: %+v, want %+v (the preset's other figures kept)", t4, want)
+	}
+	a100, _ := Preset("A100-80GB")
+	want = a100.Efficiency
+	want.Compute, want.Tensor, want.TensorConv, want.Clock = 0.85, 0.6, 0.5, 0.9
+	if got := c.Devices[1].Type.Efficiency; got != want {
+		t.Errorf("Mine: %+v, want %+v", got, want)
+	}
+	if got := c.Devices[2].Type.Efficiency; got != (Efficiency{}) {
+		t.Errorf("a type without base has no model (flat defaults): %+v", got)
+	}
+}
+
+func TestPresetEfficiencySane(t *testing.T) {
+	for _, name := range PresetNames() {
+		p, _ := Preset(name)
+		e := p.Efficiency
+		for what, v := range map[string]float64{"compute": e.Compute, "tensor": e.Tensor, "tensor_conv": e.TensorConv, "memory": e.Memory, "clock": e.Clock} {
+			if v < 0 || v > 1 {
+				t.Errorf("%s: efficiency %s = %v, want within [0, 1]", name, what, v)
+			}
+		}
+		if name != "CPU" && (e.Compute == 0 || e.Memory == 0 || e.MatmulHalf == 0) {
+			t.Errorf("%s: GPU preset without an achievable-speed model: %+v", name, e)
+		}
+	}
+}

@@ -39,6 +39,39 @@ import (
 // and whether CUDA graphs are used; 5 us is a middle value.
 const gpuLaunchOverhead = 5e-6
 
+// Achievable speed (DeviceType.Efficiency, docs/model.md#achievable-speed).
+// Each figure's source is beside it; "fit" marks the three fitted on the
+// fitting set of testdata/measured/published.yaml (V100 cases only), and
+// "assumed" one without a source.
+const (
+	// cudaCoreEff is e_max of float32 matmuls and convolutions on CUDA
+	// cores, and of every other op's FLOPs. Fit on V100 (0.9); the other
+	// parts take the same figure, an assumption checked by the held-out
+	// cases.
+	cudaCoreEff = 0.9
+	// tensorCoreEff is e_max of matmuls (GEMMs) on tensor cores (half
+	// types, TF32): assumed, the old flat default, for want of a published
+	// large-GEMM figure per part.
+	tensorCoreEff = 0.7
+	// tensorConvEff is e_max of convolutions on tensor cores. Fit on V100
+	// (0.4: eager-PyTorch ResNet-50 convolutions reach far less of the
+	// tensor-core peak than of the CUDA-core one); the other parts take
+	// the same figure, an assumption checked by the held-out cases.
+	tensorConvEff = 0.4
+	// matmulHalfPerSM is W_half per streaming multiprocessor, in FLOPs.
+	// The ramp comes from tile and wave quantization: a GEMM whose output
+	// tiles do not fill every SM for a few waves leaves SMs idle (NVIDIA,
+	// Matrix Multiplication Background User's Guide, "Dimension
+	// Quantization Effects",
+	// https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html),
+	// so W_half scales with the SM count. Fit on V100 (0.75 GFLOP over
+	// 80 SMs, about one wave of 128x128 tiles with K = 290).
+	matmulHalfPerSM = 0.75e9 / 80
+	// defaultMemEff is the achieved fraction of bandwidth where no
+	// measurement was found (V100, T4): assumed, the old flat default.
+	defaultMemEff = 0.8
+)
+
 // cpuLaunchOverhead is an assumption: dispatching an operator on a CPU
 // runtime costs about a microsecond of framework overhead.
 const cpuLaunchOverhead = 1e-6
@@ -63,6 +96,8 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 900 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          16 * gib,
+		// SMs: 80 (V100 datasheet). Memory: assumed (defaultMemEff).
+		Efficiency: Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 80 * matmulHalfPerSM, Memory: defaultMemEff},
 	},
 	// Same datasheet and figures as V100-16GB, 32 GB variant.
 	"V100-32GB": {
@@ -70,6 +105,7 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 900 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          32 * gib,
+		Efficiency:      Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 80 * matmulHalfPerSM, Memory: defaultMemEff},
 	},
 	// NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB column): FP64 Tensor
 	// 19.5, FP32 19.5, TF32 156 (dense; 312 "with sparsity"), BF16 and
@@ -82,6 +118,9 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 1555 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          40 * gib,
+		// SMs: 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper).
+		// Memory: 0.88, as measured on the 80GB part (below).
+		Efficiency: Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 108 * matmulHalfPerSM, Memory: 0.88},
 	},
 	// NVIDIA A100 datasheet (same URL), SXM 80GB column: compute as the
 	// 40GB part (TF32 156, BF16/FP16 312 dense); HBM2e 2,039 GB/s.
@@ -92,6 +131,11 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 2039 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          80 * gib,
+		// SMs: 108. Memory: 0.88, a streaming read kernel at 1.80 of
+		// 2.04 TB/s, confirmed by Nsight Compute at 88% of peak; NVIDIA's
+		// reply there puts the best kernels near 90%:
+		// https://forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-of-a100/339083
+		Efficiency: Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 108 * matmulHalfPerSM, Memory: 0.88},
 	},
 	// NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: FP64 Tensor
 	// 67, FP32 67, TF32 989, BF16 and FP16 1,979, FP8 and INT8 3,958
@@ -105,6 +149,10 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 3350 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          80 * gib,
+		// SMs: 132 (H100 SXM5). Memory: 0.84, coalesced loads measured
+		// at 2.8 of 3.35 TB/s with Nsight Compute:
+		// https://mikamirai.com/blog/gpu-memory-bandwidth/
+		Efficiency: Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 132 * matmulHalfPerSM, Memory: 0.84},
 	},
 	// NVIDIA T4 Tensor Core GPU datasheet: FP32 8.1, mixed precision
 	// (FP16) 65 TFLOPS, INT8 130 TOPS; GDDR6 320+ GB/s; 16 GB.
@@ -118,6 +166,18 @@ var presets = map[string]DeviceType{
 		MemoryBandwidth: 320 * gbs,
 		LaunchOverhead:  gpuLaunchOverhead,
 		Memory:          16 * gib,
+		// SMs: 40. Clock: the 70 W cap holds the T4 far below its
+		// 1,590 MHz boost under sustained math: a cuBLAS 4096^3 HGEMM runs
+		// at about 24 of 65 TFLOPS, which NVIDIA's reply attributes to
+		// power capping,
+		// https://forums.developer.nvidia.com/t/about-gpu-peak-performance/264462
+		// 24/65 = 0.37 of peak; over a 0.7 kernel efficiency at full clock
+		// (assumed, the old flat default) that is a sustained clock of
+		// 0.53 (about 840 MHz), applied to every compute peak (float32
+		// included: assumed, no float32 measurement found). Memory:
+		// assumed (defaultMemEff); GDDR6 is not clocked down with the SMs.
+		Efficiency: Efficiency{Compute: cudaCoreEff, Tensor: tensorCoreEff, TensorConv: tensorConvEff, MatmulHalf: 40 * matmulHalfPerSM,
+			Memory: defaultMemEff, Clock: 0.53},
 	},
 	// A generic modern server CPU socket; an assumption, not a datasheet:
 	// 32 cores at 2.0 GHz with two AVX-512 FMA units each (32 fp32

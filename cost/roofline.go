@@ -10,18 +10,28 @@ import (
 // Roofline is the analytic cost model: an op is bound either by compute
 // or by memory traffic,
 //
-//	time = max(FLOPs / (peak FLOP/s × ComputeEfficiency),
-//	           bytes moved / (bandwidth × MemoryEfficiency)) + launch overhead
+//	time = max(FLOPs / (peak FLOP/s × compute efficiency),
+//	           bytes moved / (bandwidth × memory efficiency)) + launch overhead
 //
 // where bytes moved is every input read once plus every output written
 // once. Ops that only relabel metadata (Reshape, Shape, ...) cost nothing:
 // runtimes implement them as views without a kernel.
+//
+// The efficiencies are the device type's achievable-speed model
+// (cluster.Efficiency): compute efficiency = Clock × Compute, and for a
+// matmul or convolution (graph.AutocastHalf op types and their gradients)
+// of W FLOPs also × W/(W + MatmulHalf), a ramp from launch-bound small
+// GEMMs to the achievable fraction of large ones; memory efficiency =
+// Memory. A field the device type leaves zero takes the flat default
+// below. Setting ComputeEfficiency or MemoryEfficiency here overrides the
+// device type's model with that flat figure for every op.
 type Roofline struct {
-	// ComputeEfficiency is the achieved fraction of peak FLOP/s; 0 means
-	// DefaultComputeEfficiency.
+	// ComputeEfficiency, when positive, is the achieved fraction of peak
+	// FLOP/s of every op on every device type, in place of the device
+	// type's achievable-speed model.
 	ComputeEfficiency float64
-	// MemoryEfficiency is the achieved fraction of peak bandwidth; 0 means
-	// DefaultMemoryEfficiency.
+	// MemoryEfficiency, when positive, is the achieved fraction of peak
+	// bandwidth of every op, in place of the device type's figure.
 	MemoryEfficiency float64
 	// TF32 runs float32 matmuls and convolutions (graph.AutocastHalf op
 	// types and their gradients) at the device type's TF32 tensor-core
@@ -29,10 +39,11 @@ type Roofline struct {
 	TF32 bool
 }
 
-// The default efficiencies are uncalibrated assumptions taken from the
-// usual range reported for dense GEMM/convolution kernels (60-80% of peak)
-// and streaming kernels (70-90% of bandwidth). `opplace profile`
-// calibration replaces them with fitted per-family factors.
+// The default efficiencies, for device types whose achievable-speed model
+// leaves a field zero, are uncalibrated assumptions taken from the usual
+// range reported for dense GEMM/convolution kernels (60-80% of peak) and
+// streaming kernels (70-90% of bandwidth). `opplace profile` calibration
+// replaces them with fitted per-family factors.
 const (
 	DefaultComputeEfficiency = 0.7
 	DefaultMemoryEfficiency  = 0.8
@@ -61,15 +72,57 @@ func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) 
 	return max(r.ComputeTime(g, id, dt), r.MemoryTime(g, id, dt)) + dt.LaunchOverhead
 }
 
-func (r Roofline) efficiencies() (ce, me float64) {
-	ce, me = r.ComputeEfficiency, r.MemoryEfficiency
+// ComputeEfficiencyOf is the fraction of op's peak FLOP/s it reaches on dt:
+// the flat r.ComputeEfficiency when set, else the device type's
+// achievable-speed model (see Roofline).
+func (r Roofline) ComputeEfficiencyOf(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	if r.ComputeEfficiency > 0 {
+		return r.ComputeEfficiency
+	}
+	e := dt.Efficiency
+	op := &g.Ops[id]
+	matmul := graph.Autocast(op.Type) == graph.AutocastHalf
+	ce := e.Compute
+	if matmul && r.onTensorCores(g, op, dt) {
+		if e.Tensor > 0 {
+			ce = e.Tensor
+		}
+		if e.TensorConv > 0 && strings.HasPrefix(op.Type, "Conv") {
+			ce = e.TensorConv
+		}
+	}
 	if ce <= 0 {
 		ce = DefaultComputeEfficiency
 	}
-	if me <= 0 {
-		me = DefaultMemoryEfficiency
+	if e.Clock > 0 {
+		ce *= e.Clock
 	}
-	return ce, me
+	if e.MatmulHalf > 0 && matmul {
+		w := float64(op.Work.FLOPs)
+		ce *= w / (w + e.MatmulHalf)
+	}
+	return ce
+}
+
+// onTensorCores reports whether a matmul or convolution runs on dt's
+// tensor cores: in a half type, or in float32 under TF32 on a part that
+// has it.
+func (r Roofline) onTensorCores(g *graph.Graph, op *graph.Op, dt *cluster.DeviceType) bool {
+	d := computeDType(g, op)
+	return d.IsHalf() && dt.PeakFLOPS[d] > 0 || d == graph.Float32 && r.TF32 && dt.TF32FLOPS > 0
+}
+
+// MemoryEfficiencyOf is the fraction of dt's bandwidth an op reaches: the
+// flat r.MemoryEfficiency when set, else the device type's figure, else
+// DefaultMemoryEfficiency.
+func (r Roofline) MemoryEfficiencyOf(dt *cluster.DeviceType) float64 {
+	switch {
+	case r.MemoryEfficiency > 0:
+		return r.MemoryEfficiency
+	case dt.Efficiency.Memory > 0:
+		return dt.Efficiency.Memory
+	}
+	return DefaultMemoryEfficiency
 }
 
 // Peak is the FLOP/s op's compute runs at on dt: the figure for its
@@ -84,17 +137,19 @@ func (r Roofline) Peak(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) fl
 	return dt.FLOPS(d)
 }
 
-// ComputeTime is op's FLOPs at its peak times the compute efficiency.
+// ComputeTime is op's FLOPs at its peak times its compute efficiency.
 func (r Roofline) ComputeTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
-	ce, _ := r.efficiencies()
-	return float64(g.Ops[id].Work.FLOPs) / (r.Peak(g, id, dt) * ce)
+	f := g.Ops[id].Work.FLOPs
+	if f == 0 {
+		return 0
+	}
+	return float64(f) / (r.Peak(g, id, dt) * r.ComputeEfficiencyOf(g, id, dt))
 }
 
 // MemoryTime is op's bytes moved at the bandwidth times the memory
 // efficiency.
 func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
-	_, me := r.efficiencies()
-	return float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * me)
+	return float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * r.MemoryEfficiencyOf(dt))
 }
 
 // BytesMoved is the memory traffic of one op: inputs read and outputs

@@ -74,7 +74,9 @@ func TestAMPOnRealModels(t *testing.T) {
 			// times faster; the biggest compute-bound one exactly 16.
 			fg, ag := res["fp32"].Graph, res["amp-bf16"].Graph
 			dt := res["fp32"].Cluster.Devices[0].Type
-			r := cost.Roofline{}
+			// Flat efficiencies, so that the ratios show the peaks alone
+			// (the achievable-speed model is tested in package cost).
+			r := cost.Roofline{ComputeEfficiency: cost.DefaultComputeEfficiency, MemoryEfficiency: cost.DefaultMemoryEfficiency}
 			var big graph.OpID = -1
 			for i := range fg.Ops {
 				op := &fg.Ops[i]
