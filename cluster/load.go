@@ -287,11 +287,11 @@ func (b *builder) peakFLOPS(m *mapping, t *DeviceType, needF32 bool) error {
 // efficiency reads efficiency: into t.Efficiency; each key overrides the
 // base's figure and the rest are kept.
 func (b *builder) efficiency(m *mapping, t *DeviceType) error {
-	n := m.get("efficiency")
+	n := m.Get("efficiency")
 	if n == nil {
 		return nil
 	}
-	em, err := b.mapping(n, m.field("efficiency"), effKeys...)
+	em, err := b.mapping(n, m.Field("efficiency"), effKeys...)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (b *builder) efficiency(m *mapping, t *DeviceType) error {
 			return err
 		} else if ok {
 			if v > 1 {
-				return b.errAt(em.get(f.key), em.field(f.key), "must be at most 1 (a fraction of the datasheet figure), found %s", em.get(f.key).Value)
+				return b.ErrAt(em.Get(f.key), em.Field(f.key), "must be at most 1 (a fraction of the datasheet figure), found %s", em.Get(f.key).Value)
 			}
 			*f.dst = v
 		}
