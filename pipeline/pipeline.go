@@ -178,7 +178,7 @@ var stages = []stage{
 	{"fuse", fuseGraph},
 	{"cost", buildCosts},
 	{"bound", lowerBound},
-	{"place", place},
+	{"place", placeUnderRules},
 	{"assemble", assemble},
 }
 

@@ -176,3 +176,27 @@ func (rs *rulesState) report(pl *sim.Plan) []plan.Rule {
 	}
 	return out
 }
+
+// placeUnderRules is the place stage; a failure to fit says which rules
+// took memory or devices away, since the figures it quotes are what the
+// rules left.
+func placeUnderRules(ctx context.Context, r *run) error {
+	err := place(ctx, r)
+	if err == nil || r.rules == nil {
+		return err
+	}
+	var inf *placer.InfeasibleError
+	if !errors.As(err, &inf) {
+		return err
+	}
+	var took []string
+	for _, b := range r.rules.res.Bindings {
+		if k := b.Rule.Kind; k == constraint.Reserve || k == constraint.Limit {
+			took = append(took, b.Rule.Describe())
+		}
+	}
+	if len(took) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; the cluster's figures are what these rules leave: %s", err, strings.Join(took, "; "))
+}
