@@ -55,6 +55,7 @@ fmt:
 
 demo: setup build
 	$(BIN) plan testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml -o table
+	$(BIN) plan testdata/models/gpt2_xl.onnx --cluster testdata/clusters/8xA100-2host.yaml --dim batch=8 --constraints testdata/constraints/gpt2_xl.yaml -o table
 
 clean:
 	rm -rf bin
