@@ -1,6 +1,7 @@
 package constraint
 
 import (
+	"encoding/binary"
 	"fmt"
 	"path"
 	"regexp"
@@ -612,6 +613,7 @@ func (r *Resolved) checkMemory() error {
 		op    graph.OpID
 	}
 	var sets []*set
+	var key []byte
 	index := map[string]int{}
 	counted := make([]bool, len(g.Tensors))
 	for i := range g.Ops {
@@ -619,11 +621,14 @@ func (r *Resolved) checkMemory() error {
 		if full(row, nd) {
 			continue
 		}
-		key := fmt.Sprint(row)
-		k, ok := index[key]
+		key = key[:0]
+		for _, x := range row {
+			key = binary.LittleEndian.AppendUint64(key, x)
+		}
+		k, ok := index[string(key)]
 		if !ok {
 			k = len(sets)
-			index[key] = k
+			index[string(key)] = k
 			sets = append(sets, &set{row: row, op: graph.OpID(i)})
 		}
 		for _, in := range g.Ops[i].Inputs {
@@ -732,7 +737,7 @@ func (r *Resolved) FusionKeys(cut []string) []int32 {
 		b = b[:0]
 		if r.Allowed != nil {
 			for _, w := range r.Allowed.Bits[i*r.Allowed.Words : (i+1)*r.Allowed.Words] {
-				b = fmt.Appendf(b, "%x.", w)
+				b = binary.LittleEndian.AppendUint64(b, w)
 			}
 		}
 		for _, a := range r.Apart {

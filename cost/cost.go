@@ -8,6 +8,7 @@
 package cost
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -139,11 +140,15 @@ func (t *Table) Classes() [][]int {
 	seen := map[string]bool{}
 	var rows [][]uint64
 	w := t.allowed.Words
+	var key []byte
 	for op := 0; op*w < len(t.allowed.Bits); op++ {
 		row := t.allowed.Bits[op*w : (op+1)*w]
-		key := fmt.Sprint(row)
-		if !seen[key] {
-			seen[key] = true
+		key = key[:0]
+		for _, x := range row {
+			key = binary.LittleEndian.AppendUint64(key, x)
+		}
+		if !seen[string(key)] {
+			seen[string(key)] = true
 			rows = append(rows, row)
 		}
 	}
