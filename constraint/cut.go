@@ -61,11 +61,11 @@ func matchingModule(name string, patterns []string) string {
 }
 
 // CutKeys is the piece of every op the pipeline stages cut between under
-// the cut rules, nil when there are none: the "cut at" pieces, or base
+// the cut rules, nil when there are none: the "cut at" pieces, or base()
 // (the default module pieces) when no rule cuts at modules, with every
 // op inside a "not inside" module joined into that module's piece unless
 // its piece already holds the whole module.
-func (r *Resolved) CutKeys(base []string) []string {
+func (r *Resolved) CutKeys(base func() []string) []string {
 	var inside []string
 	for i := range r.Set.Rules {
 		if rule := &r.Set.Rules[i]; rule.Kind == Cut && rule.NotInside != "" {
@@ -81,7 +81,7 @@ func (r *Resolved) CutKeys(base []string) []string {
 	}
 	keys := r.Cut
 	if keys == nil {
-		keys = base
+		keys = base()
 	}
 	keys = append([]string(nil), keys...)
 	g := r.Graph

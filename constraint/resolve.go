@@ -535,23 +535,35 @@ func (r *Resolved) checkClasses() error {
 	g, nd := r.Graph, len(r.Cluster.Devices)
 	gr := r.classes()
 	w := (nd + 63) / 64
-	common := map[graph.OpID][]uint64{}
-	first := map[graph.OpID]graph.OpID{}
+	n := len(g.Ops)
+	// first[root] is the first op of each class seen (-1: none yet), common
+	// its devices so far.
+	first := make([]graph.OpID, n)
+	for i := range first {
+		first[i] = -1
+	}
+	var common []uint64
+	if r.Allowed != nil {
+		common = make([]uint64, n*w)
+	}
 	for i := range g.Ops {
 		op := graph.OpID(i)
 		root := gr.Find(op)
-		if r.Allowed != nil {
-			row := r.Allowed.Bits[i*w : (i+1)*w]
-			if cur, ok := common[root]; !ok {
-				common[root], first[root] = slices.Clone(row), op
-			} else {
-				for k := range cur {
-					cur[k] &= row[k]
-				}
-				if allZero(cur) {
-					return &ConflictError{r.rulesOn(first[root], op), fmt.Sprintf("op %q and op %q must share a device (colocated: the model, the training step or a colocate rule), and the rules leave them none in common", g.Ops[first[root]].Name, g.Ops[op].Name)}
-				}
-			}
+		if r.Allowed == nil {
+			continue
+		}
+		row := r.Allowed.Bits[i*w : (i+1)*w]
+		cur := common[int(root)*w : (int(root)+1)*w]
+		if first[root] < 0 {
+			first[root] = op
+			copy(cur, row)
+			continue
+		}
+		for k := range cur {
+			cur[k] &= row[k]
+		}
+		if allZero(cur) {
+			return &ConflictError{r.rulesOn(first[root], op), fmt.Sprintf("op %q and op %q must share a device (colocated: the model, the training step or a colocate rule), and the rules leave them none in common", g.Ops[first[root]].Name, g.Ops[op].Name)}
 		}
 	}
 	for _, a := range r.Apart {

@@ -54,7 +54,8 @@ func resolveRules(_ context.Context, r *run) error {
 	}
 	res.ApplyColocation()
 	rs := &rulesState{res: res, given: r.cluster}
-	rs.cut = res.CutKeys(partition.ModuleKeys(r.model.Graph))
+	g := r.model.Graph
+	rs.cut = res.CutKeys(func() []string { return partition.ModuleKeys(g) })
 	r.cluster = res.Cluster
 	r.rules = rs
 	return nil
