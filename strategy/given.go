@@ -98,6 +98,9 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 			return nil, &PlacementError{fmt.Errorf("%s puts op %q on %s, whose device type %s cannot run it (it has no time there)", g.Source, ops[op].Name, dev.Name, dev.Type.Name)}
 		}
 	}
+	if err := givenApart(p, g.Source, pl.Device); err != nil {
+		return nil, err
+	}
 	notes := slices.Clone(g.Notes)
 	if len(missing) > 0 {
 		if g.Fill == "" {
@@ -116,6 +119,27 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		}
 	}
 	return []Proposal{{Plan: &pl, Family: g.Family(), Notes: notes}}, nil
+}
+
+// givenApart refuses a given placement that puts ops of two groups of a
+// separate rule on one device (ops it leaves out, -1, aside), so the
+// message names the rule and the file rather than the placer that fills
+// in the rest.
+func givenApart(p *Problem, source string, devices []int) error {
+	for _, a := range p.Apart {
+		owner := map[int]graph.OpID{}
+		for op, d := range devices {
+			x := a.Group[op]
+			if d < 0 || x < 0 {
+				continue
+			}
+			if o, ok := owner[d]; ok && a.Group[o] != x {
+				return &PlacementError{fmt.Errorf("%s puts op %q and op %q on %s, which %s keeps apart", source, p.Graph.Ops[o].Name, p.Graph.Ops[op].Name, p.Costs.Cluster.Devices[d].Name, a.Rule)}
+			}
+			owner[d] = graph.OpID(op)
+		}
+	}
+	return nil
 }
 
 // fill places the ops devices leaves out (-1) with the named placer, the
