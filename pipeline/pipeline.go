@@ -426,7 +426,7 @@ func buildCosts(_ context.Context, r *run) error {
 		r.problem.Modules = partition.CoarseModuleKeys(r.fused.coarse)
 	}
 	if r.rules != nil {
-		p.Apart = r.rules.apart
+		p.Apart, p.Prefer = r.rules.apart, r.rules.prefer
 		r.problem.Rules = r.rules.checker
 		if pieces := r.rules.pieces(r); pieces != nil {
 			r.problem.Modules, r.problem.CutRequired = pieces, true

@@ -29,6 +29,7 @@ type rulesState struct {
 	// separate rules on that graph.
 	checker *constraint.Checker
 	apart   []placer.Apart
+	prefer  []placer.Preference
 }
 
 // resolveRules binds the user's rules (Options.Constraints) to the
@@ -97,6 +98,9 @@ func (rs *rulesState) bind(table *cost.Table, of []graph.OpID) *cost.Table {
 		rs.apart = append(rs.apart, placer.Apart{Rule: a.Rule, Group: a.Group})
 	}
 	rs.checker = rs.res.Checker(of, rs.cut)
+	for _, pr := range rs.res.Preferences(n, of) {
+		rs.prefer = append(rs.prefer, placer.Preference{Ops: pr.Ops, Devices: pr.Devices, Not: pr.Not, Weight: pr.Weight})
+	}
 	return table
 }
 

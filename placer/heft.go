@@ -39,16 +39,21 @@ func placeHEFT(ctx context.Context, s *listState) (sim.Placement, error) {
 			}
 		}
 		bestDev, bestStart, bestEnd := -1, 0.0, 0.0
+		bestCost := 0.0 // finish plus the soft rules' penalty
 		for _, d := range s.candidates(op) {
 			dur := p.Costs.OpTime(op, d)
 			st := busy[d].earliest(s.dataReady(op, d), dur)
-			if bestDev >= 0 && st+dur >= bestEnd {
+			cost := st + dur
+			if p.Prefer != nil {
+				cost += p.Penalty(op, d)
+			}
+			if bestDev >= 0 && cost >= bestCost {
 				continue
 			}
 			if !s.fits(op, d, st) {
 				continue
 			}
-			bestDev, bestStart, bestEnd = d, st, st+dur
+			bestDev, bestStart, bestEnd, bestCost = d, st, st+dur, cost
 		}
 		if bestDev < 0 {
 			return sim.Placement{}, s.noRoom(op)

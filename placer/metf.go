@@ -101,7 +101,10 @@ func etf(ctx context.Context, s *listState) (sim.Placement, error) {
 			if op < 0 {
 				continue
 			}
-			if bestOp < 0 || start < bestStart || start == bestStart && s.pos[op] < s.pos[bestOp] {
+			// The soft rules' penalty weighs on the device choice; it
+			// is zero without them, leaving plain earliest-start order.
+			if bestOp < 0 || start+p.Penalty(op, d) < bestStart+p.Penalty(bestOp, bestDev) ||
+				start == bestStart && p.Penalty(op, d) == p.Penalty(bestOp, bestDev) && s.pos[op] < s.pos[bestOp] {
 				bestOp, bestDev, bestStart = op, d, start
 			}
 		}

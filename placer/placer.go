@@ -27,6 +27,34 @@ type Problem struct {
 	// one never share a device. The user's other placement rules reach
 	// placers through Costs (CanRun) and the ops' Colocate keys.
 	Apart []Apart
+	// Prefer are the user's soft rules: what placing an op on a device
+	// adds to the objective plans are chosen by (see Penalty). The list
+	// placers weigh it into their choice of device.
+	Prefer []Preference
+}
+
+// Preference is one soft rule on the placed graph: Ops[op] counts the
+// ops of placed op op it selects (a fused op may hold several), each of
+// which adds Weight seconds when placed on a device whose Devices entry
+// equals Not (on a device outside the target for "rather on", inside it
+// for "rather not").
+type Preference struct {
+	Ops     []int32
+	Devices []bool
+	Not     bool
+	Weight  float64
+}
+
+// Penalty is what the soft rules add for op on device d, in seconds.
+func (p *Problem) Penalty(op graph.OpID, d int) float64 {
+	var s float64
+	for i := range p.Prefer {
+		pr := &p.Prefer[i]
+		if n := pr.Ops[op]; n > 0 && pr.Devices[d] == pr.Not {
+			s += float64(n) * pr.Weight
+		}
+	}
+	return s
 }
 
 // Apart is one separate rule: Group[op] is op's group (0, 1, ...; at

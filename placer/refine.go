@@ -109,6 +109,19 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 	}
 	out := &Refined{StartStep: res.Step}
 	members := classMembers(lim.class, len(lim.allowed))
+	// penalty is what the soft rules add to the step of the placement
+	// cur; a move is kept when step plus penalty drops.
+	penalty := func() float64 {
+		if p.Prefer == nil {
+			return 0
+		}
+		var s float64
+		for op, d := range cur.Device {
+			s += p.Penalty(graph.OpID(op), d)
+		}
+		return s
+	}
+	curPenalty := penalty()
 	nd := p.Costs.NumDevices()
 	try := make([]int, 0, nd)
 	// failed[c*nd+d] is when moving class c to d last failed. A move that
@@ -153,8 +166,12 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 					continue
 				}
 				r, err := judge.Run(&sim.Plan{Placement: cur})
-				if err == nil && r.Step < res.Step && p.Fits(r) {
-					res, moved = r, true
+				pen := curPenalty
+				if p.Prefer != nil {
+					pen = penalty()
+				}
+				if err == nil && r.Step+pen < res.Step+curPenalty && p.Fits(r) {
+					res, moved, curPenalty = r, true, pen
 					out.Moved++
 					break path
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -136,4 +137,40 @@ func ruleTestPlacer(name string) Placer {
 		return &ILP{MaxSeconds: 3}
 	}
 	return newPlacer(name)
+}
+
+// TestPreferSteersPlacers: a chain runs fastest all on the fast device;
+// a heavy preference against it moves the op it names for heft, m-etf
+// and the local search, and a light one does not.
+func TestPreferSteersPlacers(t *testing.T) {
+	b := graphtest.New("chain").Input("x", 1<<10).
+		Op("a", 1e9, 1<<10, "x").Op("b", 1e9, 1<<10, "a").Op("c", 1e9, 1<<10, "b")
+	c := graphtest.Cluster(1e9, 0, graphtest.Device{FLOPS: 2e9, Memory: 1 << 30}, graphtest.Device{FLOPS: 1e9, Memory: 1 << 30})
+	for _, tc := range []struct {
+		weight float64 // seconds per op against the rule
+		moved  bool
+	}{{10, true}, {1e-6, false}} {
+		p, err := NewProblem(b.G, cost.NewTable(b.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "b rather not on d0".
+		p.Prefer = []Preference{{Ops: []int32{0, 1, 0}, Devices: []bool{true, false}, Not: true, Weight: tc.weight}}
+		for _, name := range []string{"heft", "m-etf"} {
+			pl, err := newPlacer(name).Place(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pl.Device[1] == 1; got != tc.moved {
+				t.Errorf("%s, weight %g s: b on device %d", name, tc.weight, pl.Device[1])
+			}
+		}
+		ref, err := Refine(context.Background(), p, sim.Placement{Device: []int{0, 0, 0}}, RefineOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ref.Placement.Device[1] == 1; got != tc.moved {
+			t.Errorf("local search, weight %g s: b on device %d", tc.weight, ref.Placement.Device[1])
+		}
+	}
 }
