@@ -135,17 +135,7 @@ func (t Target) String() string {
 
 // isCount reports whether s is all decimal digits, which --limit reads as
 // a device count rather than a device name.
-func isCount(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isCount(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 // Selector lists in flag spellings. Selectors are separated by ',' or
 // '|'. Inside a re: selector a separator belongs to the regex unless the

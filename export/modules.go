@@ -67,17 +67,7 @@ func allNumbers(atoms []string) bool {
 	return true
 }
 
-func isNumber(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isNumber(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
 
 // modulePath is the module path of an op name: everything up to its last
 // '/' ("/blocks/blocks.6/attn/" for "/blocks/blocks.6/attn/MatMul"), or ""
