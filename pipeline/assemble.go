@@ -26,6 +26,11 @@ func assemble(_ context.Context, r *run) error {
 	}
 	g, c, res, pl := r.model.Graph, r.cluster, r.sim, r.placed
 	o := r.outcomes[r.chosen]
+	if !r.problem.Fits(res) {
+		// The bounds that count memory hold for plans that fit.
+		r.bound = r.bound.Unfitting()
+		r.boundKind = r.bound.Kind()
+	}
 	p := &plan.Plan{
 		Model:           r.opts.ModelPath,
 		Cluster:         c.Name,

@@ -135,7 +135,7 @@ type run struct {
 	model   *Model
 	cluster *cluster.Cluster
 	problem *strategy.Problem
-	bound   cost.Bound
+	bound   strategy.Bound
 	// boundKind names the part of the bound that binds.
 	boundKind string
 	strategy  string
@@ -447,7 +447,8 @@ func lowerBound(_ context.Context, r *run) error {
 	if g := r.problem.Given; g != nil && r.opts.Strategy == strategy.GivenStrategy {
 		family = g.Family() // a given plan file's shape
 	}
-	r.bound, r.boundKind = strategy.SpaceBound(r.problem, family)
+	r.bound = strategy.SpaceBound(r.problem, family)
+	r.boundKind = r.bound.Kind()
 	return nil
 }
 

@@ -126,11 +126,15 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 		fmt.Fprintf(w, "precision:   %s\n", c.Precision)
 	}
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
-	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space)", c.LowerBoundMS)
+	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space", c.LowerBoundMS)
+	if c.LowerBoundKind != "" {
+		fmt.Fprintf(w, "; %s", c.LowerBoundKind)
+	}
+	fmt.Fprint(w, ")")
 	for _, st := range c.Strategies {
-		if st.Family == strategy.FamilyPlacement && st.LowerBoundMS > c.LowerBoundMS {
+		if st.Family == strategy.FamilyPlacement && st.Fits && st.LowerBoundMS > c.LowerBoundMS {
 			// A placement runs the whole batch along the critical path.
-			fmt.Fprintf(w, "; placement rows: %.3f ms, with the critical path", st.LowerBoundMS)
+			fmt.Fprintf(w, "; placement rows: %.3f ms, with the %s", st.LowerBoundMS, st.LowerBoundKind)
 			break
 		}
 	}
