@@ -123,7 +123,7 @@ func criticalPathBound(p *Problem, family string) BoundPart {
 type boundFacts struct {
 	once  sync.Once
 	paths []boundPath
-	// maxMem and the devices' memories, largest first.
+	// mems are the devices' memories, largest first.
 	mems []int64
 	lp   BoundPart
 }

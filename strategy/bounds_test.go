@@ -288,3 +288,29 @@ func TestBoundsBelowBruteForceOptimum(t *testing.T) {
 		t.Error("the new bounds never beat the old on these graphs: the test does not exercise them")
 	}
 }
+
+// TestBoundParts: the largest part binds, an earlier one winning a tie
+// within rounding; a plan that does not fit drops the parts that count
+// memory.
+func TestBoundParts(t *testing.T) {
+	b := strategy.Bound{Parts: []strategy.BoundPart{
+		{Kind: "work", Seconds: 2},
+		{Kind: "critical path", Seconds: 1},
+		{Kind: "memory-forced communication", Seconds: 2 * (1 + 1e-12), Fitting: true},
+		{Kind: "LP relaxation", Seconds: 3, Fitting: true},
+	}}
+	if b.Seconds() != 3 || b.Kind() != "LP relaxation" {
+		t.Errorf("bound %v (%s), want 3 (LP relaxation)", b.Seconds(), b.Kind())
+	}
+	u := b.Unfitting()
+	if u.Seconds() != 2 || u.Kind() != "work" {
+		t.Errorf("unfitting bound %v (%s), want 2 (work): a tie within rounding goes to the earlier part", u.Seconds(), u.Kind())
+	}
+	b.Parts[3].Seconds = 0
+	if b.Kind() != "work" {
+		t.Errorf("kind %s, want work: the memory-forced part exceeds it only by rounding", b.Kind())
+	}
+	if (strategy.Bound{}).Kind() != "" || (strategy.Bound{}).Seconds() != 0 {
+		t.Error("an empty bound should be 0 with no kind")
+	}
+}
