@@ -418,15 +418,15 @@ func memoryCommBound(p *Problem, family string) BoundPart {
 			s, fc = split, bp.split
 		}
 		if fc.devices < 2 {
-			if best.Note == "" {
-				best.Note = fmt.Sprintf("no stretch of the %s reads more resident bytes than one device holds", bp.name)
-			}
 			continue
 		}
 		if s > best.Seconds {
 			best = BoundPart{Seconds: s, Note: fmt.Sprintf("%d ops of the %s read %d resident bytes: at least %d devices, %d changes of device, %.3g ms of transfers",
 				fc.ops, bp.name, fc.resident, fc.devices, fc.devices-1, fc.seconds*1e3)}
 		}
+	}
+	if best.Seconds == 0 && best.Note == "" {
+		best.Note = "no stretch of the critical path or of the path reading the most resident bytes reads more than the largest device holds"
 	}
 	return best
 }
