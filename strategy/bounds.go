@@ -98,6 +98,7 @@ var lowerBounds = []lowerBound{
 	{"critical path", false, criticalPathBound},
 	{"memory-forced communication", true, memoryCommBound},
 	{"LP relaxation", true, lpBound},
+	{"gradient all-reduce", false, allReduceBound},
 }
 
 // splitsBatch reports whether a family's plans may split the batch
@@ -429,6 +430,52 @@ func memoryCommBound(p *Problem, family string) BoundPart {
 		best.Note = "no stretch of the critical path or of the path reading the most resident bytes reads more than the largest device holds"
 	}
 	return best
+}
+
+// allReduceBound is the gradient all-reduce a data-parallel plan pays: it
+// runs r >= 2 replicas of the whole graph, each device all-reducing every
+// weight gradient in buckets one after another, and the simulator's
+// all-reduce of b bytes takes at least b over the fastest link plus two
+// of the least link latency (a ring of r >= 2, or h >= 2 hosts, moves
+// 2(r-1)/r >= 1 times the bytes). The gradients counted are the outputs
+// of backward ops read only by one optimizer update, the largest per
+// update (the simulator sums a weight's gradients into one buffer).
+// Other families reduce only some devices' gradients, or none.
+func allReduceBound(p *Problem, family string) BoundPart {
+	if family != FamilyDataParallel {
+		return BoundPart{}
+	}
+	g := p.Graph
+	most := map[graph.OpID]int64{}
+	for t := range g.Tensors {
+		tn := &g.Tensors[t]
+		if tn.Kind != graph.Activation || tn.Producer == graph.NoOp || g.Ops[tn.Producer].Phase != graph.Backward {
+			continue
+		}
+		readers := distinctOps(tn.Consumers)
+		if len(readers) != 1 || g.Ops[readers[0]].Phase != graph.Update {
+			continue
+		}
+		most[readers[0]] = max(most[readers[0]], tn.Bytes())
+	}
+	var bytes int64
+	for _, b := range most {
+		bytes += b
+	}
+	c := p.Costs.Cluster
+	bw, lat := 0.0, math.Inf(1)
+	for a := range c.Devices {
+		for b := range c.Devices {
+			if a != b {
+				l := c.Path(a, b)
+				bw, lat = max(bw, l.Bandwidth), min(lat, l.Latency)
+			}
+		}
+	}
+	if bytes == 0 || bw <= 0 || math.IsInf(lat, 1) {
+		return BoundPart{Note: "no weight gradients to reduce, or one device"}
+	}
+	return BoundPart{Seconds: float64(bytes)/bw + 2*lat, Note: fmt.Sprintf("%d gradient bytes over the fastest link (%.3g GB/s)", bytes, bw/1e9)}
 }
 
 // lpBound is the LP relaxation's bound, the same for every family.

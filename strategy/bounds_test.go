@@ -227,6 +227,7 @@ func TestBoundsHoldForEveryStrategy(t *testing.T) {
 			}
 			plans++
 			checkBound(t, p, fmt.Sprintf("seed %d %s", seed, name), o.Family, o.Sim, o.Fits)
+
 		}
 	}
 	t.Logf("%d plans checked; placement bounds above the old bound: %v", plans, beats)
@@ -312,5 +313,39 @@ func TestBoundParts(t *testing.T) {
 	}
 	if (strategy.Bound{}).Kind() != "" || (strategy.Bound{}).Seconds() != 0 {
 		t.Error("an empty bound should be 0 with no kind")
+	}
+}
+
+// TestAllReduceBound: data parallelism on training steps built by package
+// train (whose weight gradients only the updates read) pays at least the
+// gradient all-reduce bound, which grows with the parameters until it
+// binds.
+func TestAllReduceBound(t *testing.T) {
+	bound := 0
+	for _, paramBytes := range []int64{1 << 20, 64 << 20, 512 << 20} {
+		for _, n := range []int{2, 4} {
+			p := problem(t, 6, paramBytes, n, 1<<40)
+			s, err := strategy.New("dp", strategy.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := strategy.Evaluate(context.Background(), p, "dp", s)
+			if o.Sim == nil {
+				t.Fatalf("dp: %v", o.Err)
+			}
+			b := strategy.SpaceBound(p, strategy.FamilyDataParallel)
+			ar, _ := b.Part("gradient all-reduce")
+			if ar.Seconds <= 0 {
+				t.Fatalf("%d-byte parameters: no all-reduce bound (%s)", paramBytes, ar.Note)
+			}
+			checkBound(t, p, fmt.Sprintf("dp on %d devices, %d-byte parameters", n, paramBytes), o.Family, o.Sim, o.Fits)
+			if b.Kind() == "gradient all-reduce" {
+				bound++
+			}
+			t.Logf("%d devices, %d-byte parameters: step %.4g s, bound %.4g s (%s), all-reduce %.4g s", n, paramBytes, o.Sim.Step, b.Seconds(), b.Kind(), ar.Seconds)
+		}
+	}
+	if bound == 0 {
+		t.Error("the all-reduce bound never bound")
 	}
 }
