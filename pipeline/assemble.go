@@ -26,6 +26,11 @@ func assemble(_ context.Context, r *run) error {
 	}
 	g, c, res, pl := r.model.Graph, r.cluster, r.sim, r.placed
 	o := r.outcomes[r.chosen]
+	if !r.problem.Fits(res) {
+		// The bounds that count memory hold for plans that fit.
+		r.bound = r.bound.Unfitting()
+		r.boundKind = r.bound.Kind()
+	}
 	p := &plan.Plan{
 		Model:           r.opts.ModelPath,
 		Cluster:         c.Name,
@@ -37,6 +42,7 @@ func assemble(_ context.Context, r *run) error {
 		PredictedStepMS: plan.MS(res.Step),
 		LowerBoundMS:    plan.MS(r.bound.Seconds()),
 		LowerBoundKind:  r.boundKind,
+		LowerBounds:     lowerBounds(r.bound),
 		Batch:           r.problem.Batch,
 		Fits:            r.problem.Fits(res),
 		MicroBatches:    res.MicroBatches,
@@ -377,4 +383,13 @@ func addStages(r *run, pp *partition.Plan) {
 		st := &p.Stages[i]
 		st.FirstOp, st.LastOp, st.ModulePrefix, st.FirstModule, st.LastModule = sp.FirstOp, sp.LastOp, sp.ModulePrefix, sp.FirstModule, sp.LastModule
 	}
+}
+
+// lowerBounds lists every part of the plan's bound.
+func lowerBounds(b strategy.Bound) []plan.LowerBound {
+	out := make([]plan.LowerBound, 0, len(b.Parts))
+	for _, p := range b.Parts {
+		out = append(out, plan.LowerBound{Kind: p.Kind, MS: plan.MS(p.Seconds), Note: p.Note})
+	}
+	return out
 }

@@ -23,10 +23,13 @@ type Comparison struct {
 	Groups    string           `json:"groups"`
 	Batch     int64            `json:"batch,omitempty"`
 	Devices   []ComparedDevice `json:"devices"`
-	// LowerBoundMS is the bound every plan of the space is held to (see
-	// strategy.SpaceBound); rows carry their family's own.
-	LowerBoundMS float64           `json:"lower_bound_ms"`
-	Strategies   []StrategyOutcome `json:"strategies"`
+	// LowerBoundMS is the bound every fitting plan of the space is held
+	// to (see strategy.SpaceBound), LowerBoundKind the part that binds;
+	// rows carry their family's own (without the parts that count memory
+	// for a plan that does not fit).
+	LowerBoundMS   float64           `json:"lower_bound_ms"`
+	LowerBoundKind string            `json:"lower_bound_kind,omitempty"`
+	Strategies     []StrategyOutcome `json:"strategies"`
 	// Rules are the user's rules every row was held to, each as
 	// "spelling (source)".
 	Rules    []string `json:"rules,omitempty"`
@@ -55,6 +58,7 @@ type StrategyOutcome struct {
 	// placement; the work and the critical path over the batch otherwise.
 	Gap              float64  `json:"gap"`
 	LowerBoundMS     float64  `json:"lower_bound_ms,omitempty"`
+	LowerBoundKind   string   `json:"lower_bound_kind,omitempty"`
 	Fits             bool     `json:"fits"`
 	Shape            string   `json:"shape,omitempty"`
 	PeakMemoryBytes  []int64  `json:"peak_memory_bytes"`
@@ -107,8 +111,8 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			c.Rules = append(c.Rules, b.Rule.String()+" ("+b.Rule.Source+")")
 		}
 	}
-	space, _ := strategy.SpaceBound(r.problem, "")
-	c.LowerBoundMS = plan.MS(space.Seconds())
+	space := strategy.SpaceBound(r.problem, "")
+	c.LowerBoundMS, c.LowerBoundKind = plan.MS(space.Seconds()), space.Kind()
 	if gs, err := placer.Group(r.problem.Problem); err == nil {
 		c.Groups = gs.String()
 	}
@@ -127,10 +131,13 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			return nil, ctx.Err()
 		}
 		c.outcomes = append(c.outcomes, o)
-		fb, _ := strategy.SpaceBound(r.problem, o.Family)
+		fb := strategy.SpaceBound(r.problem, o.Family)
+		if o.Sim != nil && !o.Fits {
+			fb = fb.Unfitting() // the bounds that count memory hold for plans that fit
+		}
 		bound := fb.Seconds()
 		row := StrategyOutcome{Strategy: name, Family: o.Family, Fits: o.Fits, SolveMS: plan.MS(o.Solve.Seconds()), Notes: o.Notes,
-			LowerBoundMS: plan.MS(bound)}
+			LowerBoundMS: plan.MS(bound), LowerBoundKind: fb.Kind()}
 		if o.Err != nil {
 			row.Error = o.Err.Error()
 		}

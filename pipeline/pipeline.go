@@ -135,7 +135,7 @@ type run struct {
 	model   *Model
 	cluster *cluster.Cluster
 	problem *strategy.Problem
-	bound   cost.Bound
+	bound   strategy.Bound
 	// boundKind names the part of the bound that binds.
 	boundKind string
 	strategy  string
@@ -438,16 +438,20 @@ func buildCosts(_ context.Context, r *run) error {
 	return nil
 }
 
-// lowerBound is the bound the plan is held to (strategy.SpaceBound): for
-// a placement, the critical path and the work; for auto and the other
+// lowerBound is the bound the plan is held to (strategy.SpaceBound): the
+// largest of the registered bounds of the strategy's family (for a
+// placement, the critical path and the work; for auto and the other
 // families, which split the batch, the work and the critical path
-// divided by the batch.
+// divided by the batch; for plans that fit, the memory-forced
+// communication and the LP relaxation too). assemble drops the parts
+// that count memory when the plan does not fit.
 func lowerBound(_ context.Context, r *run) error {
 	family := strategy.Family(r.opts.Strategy)
 	if g := r.problem.Given; g != nil && r.opts.Strategy == strategy.GivenStrategy {
 		family = g.Family() // a given plan file's shape
 	}
-	r.bound, r.boundKind = strategy.SpaceBound(r.problem, family)
+	r.bound = strategy.SpaceBound(r.problem, family)
+	r.boundKind = r.bound.Kind()
 	return nil
 }
 

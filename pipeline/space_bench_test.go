@@ -97,7 +97,8 @@ func BenchmarkPlanSpace(b *testing.B) {
 						cells = append(cells, "—")
 					}
 				}
-				space, kind := strategy.SpaceBound(prob, "")
+				space := strategy.SpaceBound(prob, "")
+				kind := space.Kind()
 				lb := space.Seconds()
 				cells = append(cells, fmt.Sprintf("%s %.2f", outs[best].Strategy, autoStep*1e3), fmt.Sprintf("%.2f (%s)", lb*1e3, kind),
 					fmt.Sprintf("%.0f%%", 100*(autoStep/lb-1)), fmt.Sprintf("%.2f", elapsed.Seconds()))

@@ -24,3 +24,9 @@ func minimise(cols [][]clp.Nonzero, rows, bounds []clp.Bounds, obj []float64) ([
 	}
 	return s.PrimalColumnSolution(), nil
 }
+
+// MinimiseLP is minimise for other packages' LPs (strategy's lower
+// bound).
+func MinimiseLP(cols [][]clp.Nonzero, rows, bounds []clp.Bounds, obj []float64) ([]float64, error) {
+	return minimise(cols, rows, bounds, obj)
+}

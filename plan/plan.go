@@ -9,6 +9,14 @@ import (
 	"math"
 )
 
+// LowerBound is one bound a plan is held to (docs/model.md, The lower
+// bound): 0 ms when it does not apply, Note saying why.
+type LowerBound struct {
+	Kind string  `json:"kind" yaml:"kind"`
+	MS   float64 `json:"ms" yaml:"ms"`
+	Note string  `json:"note,omitempty" yaml:"note,omitempty"`
+}
+
 // Plan is a device-annotated execution plan. Field names are a contract
 // with the tools that read plans: extend, never rename.
 type Plan struct {
@@ -32,10 +40,13 @@ type Plan struct {
 	// PredictedStepMS is the simulated step time.
 	PredictedStepMS float64 `json:"predicted_step_ms" yaml:"predicted_step_ms"`
 	// LowerBoundMS is the least step time any plan of the strategy's
-	// space could reach; LowerBoundKind names the part that binds ("work",
-	// or "critical path" for a placement strategy).
-	LowerBoundMS   float64 `json:"lower_bound_ms" yaml:"lower_bound_ms"`
-	LowerBoundKind string  `json:"lower_bound_kind,omitempty" yaml:"lower_bound_kind,omitempty"`
+	// space could reach; LowerBoundKind names the bound that binds
+	// ("work", "critical path", "memory-forced communication", "LP
+	// relaxation", ...); LowerBounds lists every bound the plan was held
+	// to, with how each came out or why it was skipped.
+	LowerBoundMS   float64      `json:"lower_bound_ms" yaml:"lower_bound_ms"`
+	LowerBoundKind string       `json:"lower_bound_kind,omitempty" yaml:"lower_bound_kind,omitempty"`
+	LowerBounds    []LowerBound `json:"lower_bounds,omitempty" yaml:"lower_bounds,omitempty"`
 	// Gap is PredictedStepMS / LowerBoundMS - 1.
 	Gap float64 `json:"gap" yaml:"gap"`
 	// Batch is the samples one step processes (0: unknown) and

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
@@ -48,59 +47,55 @@ const AutoExactTimeLimit = 2 * time.Second
 // search too few tries and it is not applicable.
 const AutoRefineWork = 1_000_000
 
-// SpaceBound is the lower bound every plan of a family pays, and which
-// part of it binds; family "" means the whole space (auto).
+// SpaceBound is the lower bound every plan of a family pays; family ""
+// means the whole space (auto). It is every registered bound
+// (lowerBounds) of the family, each a part; the largest binds.
 //
 // Every plan does all the work, spread at best perfectly over the
 // cluster. A placement runs the whole batch at once, so it also takes the
 // critical path with every op at its fastest. A plan that splits the
 // batch runs each op on at least 1/batch of it, and an op's time shrinks
 // at most in proportion to its share, so it takes at least the critical
-// path divided by the batch: with a batch of 1 nothing splits.
-func SpaceBound(p *Problem, family string) (cost.Bound, string) {
-	b := p.Bound
-	if family != FamilyPlacement {
-		if p.Batch > 0 {
-			b.CriticalPath /= float64(p.Batch)
-		} else {
-			b.CriticalPath = 0
+// path divided by the batch: with a batch of 1 nothing splits. The
+// memory-forced communication and LP relaxation bounds hold for plans
+// that fit (docs/model.md proves each).
+func SpaceBound(p *Problem, family string) Bound {
+	var b Bound
+	for _, lb := range lowerBounds {
+		part := lb.fn(p, family)
+		if part.Kind == "" {
+			part.Kind = lb.kind
 		}
+		part.Fitting = lb.fitting
+		b.Parts = append(b.Parts, part)
 	}
-	kind := "work"
-	if b.CriticalPath > b.Throughput {
-		kind = "critical path"
-		if family != FamilyPlacement {
-			kind = "critical path / batch"
-		}
-	}
-	return b, kind
+	return b
 }
 
-// familyBound is a lower bound on the step of every plan of a family, in
-// seconds, or 0 when none is known beyond the problem's work bound.
+// familyBound is a lower bound on the step of every fitting plan of a
+// family, in seconds.
 //
 // A placement runs the whole batch through the graph once, so its step is
 // at least the critical path with every op at its fastest (and the work
 // bound). A hybrid of r >= 2 replicas of k >= 2 devices runs 1/r of the
 // batch per replica, r at most half the largest device class: its step is
 // at least the critical path times 1/r (every op's time shrinks at most
-// in proportion to its share of the batch).
+// in proportion to its share of the batch). Auto compares it only with
+// plans that fit, so the bounds that hold for fitting plans count.
 func familyBound(p *Problem, family string) float64 {
-	switch family {
-	case FamilyPlacement:
-		return p.Bound.Seconds()
-	case FamilyHybrid:
+	b := SpaceBound(p, family).Seconds()
+	if family == FamilyHybrid {
 		largest := 0
 		for _, cl := range p.Costs.Classes() {
 			largest = max(largest, len(cl))
 		}
 		if r := largest / 2; r >= 2 {
-			return max(p.Bound.Throughput, p.Bound.CriticalPath/float64(r))
+			b = max(b, p.Bound.Throughput, p.Bound.CriticalPath/float64(r))
+		} else {
+			b = max(b, p.Bound.Seconds())
 		}
-		return p.Bound.Seconds()
 	}
-	b, _ := SpaceBound(p, family)
-	return b.Seconds()
+	return b
 }
 
 // Search runs the named strategies (AutoStrategies when names is nil) and

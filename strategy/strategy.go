@@ -71,6 +71,9 @@ type Problem struct {
 	// ops (partition.CoarseModuleKeys).
 	Modules []string
 
+	// bounds are what the lower bounds of every family share (see
+	// lowerBounds), worked out at the first asking.
+	bounds *boundFacts
 	// parts shares partition problems between the pipeline strategies
 	// (nil: none shared).
 	parts *partCache
@@ -80,7 +83,7 @@ type Problem struct {
 
 // NewProblem wraps a placement problem with the step's batch.
 func NewProblem(p *placer.Problem, batch int64) *Problem {
-	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{},
+	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{}, bounds: &boundFacts{},
 		simulator: sim.New(p.Costs, p.Adj, p.Order)}
 }
 

@@ -129,11 +129,15 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 	if len(c.Rules) > 0 {
 		fmt.Fprintf(w, "rules:       %d, every row keeps the hard ones: %s\n", len(c.Rules), strings.Join(c.Rules, "; "))
 	}
-	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space)", c.LowerBoundMS)
+	fmt.Fprintf(w, "lower bound: %.3f ms (every plan of the space", c.LowerBoundMS)
+	if c.LowerBoundKind != "" {
+		fmt.Fprintf(w, "; %s", c.LowerBoundKind)
+	}
+	fmt.Fprint(w, ")")
 	for _, st := range c.Strategies {
-		if st.Family == strategy.FamilyPlacement && st.LowerBoundMS > c.LowerBoundMS {
+		if st.Family == strategy.FamilyPlacement && st.Fits && st.LowerBoundMS > c.LowerBoundMS {
 			// A placement runs the whole batch along the critical path.
-			fmt.Fprintf(w, "; placement rows: %.3f ms, with the critical path", st.LowerBoundMS)
+			fmt.Fprintf(w, "; placement rows: %.3f ms, with the %s", st.LowerBoundMS, st.LowerBoundKind)
 			break
 		}
 	}
