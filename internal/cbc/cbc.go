@@ -134,6 +134,13 @@ func Solve(p *Problem) (*Solution, error) {
 	if p.NoCuts {
 		param(m, "cuts", "off")
 	}
+	if p.Start != nil {
+		// With a MIP start, Cbc's preprocessing crashed (a null pointer
+		// inside Cbc_solve) or claimed a model proven infeasible that the
+		// start itself satisfies, when the time limit fell inside it:
+		// seen on the ilp placer's models with limits of 0.3-0.5 s.
+		param(m, "preprocess", "off")
+	}
 	if p.MaxSeconds > 0 {
 		C.Cbc_setMaximumSeconds(m, C.double(p.MaxSeconds))
 	}
