@@ -106,7 +106,7 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	for _, a := range res.Collectives {
-		p.AllReduces = append(p.AllReduces, plan.AllReduce{Stage: a.Stage, Devices: deviceNames(r, a.Devices),
+		p.AllReduces = append(p.AllReduces, plan.AllReduce{Kind: string(a.Kind), Stage: a.Stage, Devices: deviceNames(r, a.Devices),
 			Bytes: a.Bytes, StartMS: plan.MS(a.Start), EndMS: plan.MS(a.End)})
 	}
 	r.plan = p
@@ -210,6 +210,15 @@ func shape(p *sim.Plan, res *sim.Result, nd int) string {
 	}
 	if m := res.MicroBatches; m > 1 {
 		fmt.Fprintf(&b, ", %d micro-batches", m)
+	}
+	var zs []string
+	for _, st := range stages {
+		if z := sharding(st); z != "" && !slices.Contains(zs, z) {
+			zs = append(zs, z)
+		}
+	}
+	if len(zs) > 0 {
+		fmt.Fprintf(&b, ", %s", strings.Join(zs, ","))
 	}
 	return b.String()
 }
@@ -321,7 +330,7 @@ func addStages(r *run, pp *partition.Plan) {
 	for i := 0; i < S; i++ {
 		reps := stages[i].Replicas
 		sr := res.Stages[i]
-		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches,
+		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches, Sharding: sharding(stages[i]),
 			PeakMemoryBytes: sr.PeakMemory, AllReduceMS: plan.MS(sr.AllReduce), AllReduceBytes: sr.AllReduceBytes,
 			StartMS: plan.MS(sr.Start), EndMS: plan.MS(sr.End)}
 		var types []string
@@ -377,4 +386,13 @@ func addStages(r *run, pp *partition.Plan) {
 		st := &p.Stages[i]
 		st.FirstOp, st.LastOp, st.ModulePrefix, st.FirstModule, st.LastModule = sp.FirstOp, sp.LastOp, sp.ModulePrefix, sp.FirstModule, sp.LastModule
 	}
+}
+
+// sharding is a stage's ZeRO level as the plan names it: "" for plain DDP
+// and for a stage of one replica.
+func sharding(st sim.Stage) string {
+	if len(st.Replicas) < 2 || st.Sharding == sim.NoSharding {
+		return ""
+	}
+	return st.Sharding.String()
 }
