@@ -159,3 +159,23 @@ func TestZeROCollectives(t *testing.T) {
 		}
 	}
 }
+
+// TestZeROAccumulates: under gradient accumulation the gradient sums over
+// the micro-batches whole and is reduce-scattered once, after the last
+// (docs/model.md: what is left), then the update and the all-gather.
+func TestZeROAccumulates(t *testing.T) {
+	const p = 4e8
+	c := graphtest.Cluster(giga, 0, devices(4, 1<<40)...)
+	b := dpGraph(p)
+	b.G.Ops[2].Work.FLOPs = 4e9
+	plan := &sim.Plan{Placement: sim.Placement{Device: []int{0, 0, 0}}, MicroBatches: 4,
+		Stages: []sim.Stage{{Replicas: [][]int{{0}, {1}, {2}, {3}}, Sharding: sim.ZeRO2}}}
+	res := runPlan(t, b.G, c, plan)
+	phase := 3.0 / 4 * p / giga
+	if len(res.Collectives) != 2 || res.Collectives[0].Kind != sim.ReduceScatter {
+		t.Fatalf("collectives %+v, want one reduce-scatter and one all-gather", res.Collectives)
+	}
+	if want := 0.5 + 1 + phase + 1 + phase; !near(res.Step, want) {
+		t.Errorf("step %g, want %g", res.Step, want)
+	}
+}
