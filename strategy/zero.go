@@ -15,7 +15,7 @@ func ParseSharding(s string) (string, error) {
 		return "", nil
 	}
 	if _, err := sim.ParseSharding(s); err != nil {
-		return "", fmt.Errorf("%w (or auto)", err)
+		return "", fmt.Errorf("unknown sharding %q: use auto, none, zero1 or zero2", s)
 	}
 	return s, nil
 }
