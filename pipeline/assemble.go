@@ -112,7 +112,7 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	for _, a := range res.Collectives {
-		p.AllReduces = append(p.AllReduces, plan.AllReduce{Stage: a.Stage, Devices: deviceNames(r, a.Devices),
+		p.AllReduces = append(p.AllReduces, plan.AllReduce{Kind: string(a.Kind), Stage: a.Stage, Devices: deviceNames(r, a.Devices),
 			Bytes: a.Bytes, StartMS: plan.MS(a.Start), EndMS: plan.MS(a.End)})
 	}
 	r.plan = p
@@ -216,6 +216,15 @@ func shape(p *sim.Plan, res *sim.Result, nd int) string {
 	}
 	if m := res.MicroBatches; m > 1 {
 		fmt.Fprintf(&b, ", %d micro-batches", m)
+	}
+	var zs []string
+	for _, st := range stages {
+		if z := sharding(st); z != "" && !slices.Contains(zs, z) {
+			zs = append(zs, z)
+		}
+	}
+	if len(zs) > 0 {
+		fmt.Fprintf(&b, ", %s", strings.Join(zs, ","))
 	}
 	return b.String()
 }
@@ -327,7 +336,7 @@ func addStages(r *run, pp *partition.Plan) {
 	for i := 0; i < S; i++ {
 		reps := stages[i].Replicas
 		sr := res.Stages[i]
-		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches,
+		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches, Sharding: sharding(stages[i]),
 			PeakMemoryBytes: sr.PeakMemory, AllReduceMS: plan.MS(sr.AllReduce), AllReduceBytes: sr.AllReduceBytes,
 			StartMS: plan.MS(sr.Start), EndMS: plan.MS(sr.End)}
 		var types []string
@@ -392,4 +401,13 @@ func lowerBounds(b strategy.Bound) []plan.LowerBound {
 		out = append(out, plan.LowerBound{Kind: p.Kind, MS: plan.MS(p.Seconds), Note: p.Note})
 	}
 	return out
+}
+
+// sharding is a stage's ZeRO level as the plan names it: "" for plain DDP
+// and for a stage of one replica.
+func sharding(st sim.Stage) string {
+	if len(st.Replicas) < 2 || st.Sharding == sim.NoSharding {
+		return ""
+	}
+	return st.Sharding.String()
 }

@@ -571,6 +571,13 @@ func (rs *resolver) shape(gs *givenState) error {
 			}
 		}
 		var stage sim.Stage
+		if st.Sharding != "" {
+			z, err := sim.ParseSharding(st.Sharding)
+			if err != nil {
+				return &InputError{fmt.Errorf("%s: stages[%d]: %w", rs.source, s, err)}
+			}
+			stage.Sharding = z
+		}
 		for k, names := range groups {
 			var rep []int
 			for _, name := range names {

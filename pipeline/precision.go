@@ -194,6 +194,17 @@ func memoryBreakdown(g *graph.Graph, pl *sim.Plan, nd int) []*plan.MemoryBreakdo
 		}
 	}
 	for _, st := range pl.StageDevices(nd) {
+		// ZeRO: each replica keeps its 1/r shard of the optimizer state
+		// and, under ZeRO-2, of the gradients once reduce-scattered.
+		if r := int64(len(st.Replicas)); r > 1 && st.Sharding >= sim.ZeRO1 {
+			for _, d := range st.Replicas[0] {
+				b := out[d]
+				b.OptimizerStateBytes = (b.OptimizerStateBytes + r - 1) / r
+				if st.Sharding == sim.ZeRO2 {
+					b.GradientBytes = (b.GradientBytes + r - 1) / r
+				}
+			}
+		}
 		for _, rep := range st.Replicas[1:] {
 			for i, d := range rep {
 				b := *out[st.Replicas[0][i]]

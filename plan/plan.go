@@ -64,7 +64,8 @@ type Plan struct {
 	Devices          []Device   `json:"devices" yaml:"devices"`
 	Ops              []Op       `json:"ops" yaml:"ops"`
 	Transfers        []Transfer `json:"transfers" yaml:"transfers"`
-	// AllReduces are the gradient all-reduces of replicated stages.
+	// AllReduces are the collectives of replicated stages: gradient
+	// all-reduces, and under ZeRO reduce-scatters and all-gathers.
 	AllReduces []AllReduce `json:"all_reduces,omitempty" yaml:"all_reduces,omitempty"`
 	// Schedule is gpipe or 1f1b (plans of several stages or
 	// micro-batches); MicroBatches the count a step is split into (1: the
@@ -131,7 +132,10 @@ type MemoryBreakdown struct {
 	// GradientBytes are the weight gradients the device's backward ops
 	// write for the optimizer, in their element type (float32 under amp,
 	// as PyTorch's param.grad of a float32 parameter), what the
-	// all-reduce moves; OptimizerStateBytes the optimizer's state.
+	// all-reduce moves; OptimizerStateBytes the optimizer's state. On a
+	// stage sharded by ZeRO both are one replica's: the optimizer state
+	// over the replicas (zero1, zero2), and the gradients once
+	// reduce-scattered (zero2).
 	GradientBytes       int64 `json:"gradient_bytes" yaml:"gradient_bytes"`
 	OptimizerStateBytes int64 `json:"optimizer_state_bytes" yaml:"optimizer_state_bytes"`
 }
@@ -183,9 +187,14 @@ type Transfer struct {
 	EndMS      float64 `json:"end_ms" yaml:"end_ms"`
 }
 
-// AllReduce is one bucket of gradients all-reduced across a stage's
-// replicas.
+// AllReduce is one collective across a stage's replicas: a bucket of
+// gradients all-reduced or reduce-scattered, or a bucket of updated
+// weights all-gathered.
 type AllReduce struct {
+	// Kind is all-reduce (DDP, ZeRO-1's gradients), reduce-scatter
+	// (ZeRO-2's gradients) or all-gather (the updated weights under
+	// ZeRO-1 and ZeRO-2).
+	Kind    string   `json:"kind" yaml:"kind"`
 	Stage   int      `json:"stage" yaml:"stage"`
 	Devices []string `json:"devices" yaml:"devices"`
 	Bytes   int64    `json:"bytes" yaml:"bytes"`
@@ -205,6 +214,10 @@ type Stage struct {
 	Devices        []string   `json:"devices" yaml:"devices"`
 	ReplicaDevices [][]string `json:"replica_devices,omitempty" yaml:"replica_devices,omitempty"`
 	Replicas       int        `json:"replicas" yaml:"replicas"`
+	// Sharding is how the replicas keep optimizer state and gradients:
+	// zero1 (optimizer state sharded), zero2 (and gradients); absent for
+	// plain DDP and for one replica.
+	Sharding string `json:"sharding,omitempty" yaml:"sharding,omitempty"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
 	// and last forward ops that compute (bookkeeping ops such as Identity,
 	// Constant and Shape skipped), ModulePrefix the module path its
@@ -232,8 +245,9 @@ type Stage struct {
 	// scratch; AliveMicroBatches how many micro-batches it stashes at once.
 	PeakMemoryBytes   int64 `json:"peak_memory_bytes" yaml:"peak_memory_bytes"`
 	AliveMicroBatches int   `json:"alive_micro_batches" yaml:"alive_micro_batches"`
-	// AllReduceMS and AllReduceBytes are the stage's gradient all-reduce
-	// per step (0 for one replica); StartMS and EndMS bound its ops.
+	// AllReduceMS and AllReduceBytes are the stage's collectives
+	// (gradient all-reduce; under ZeRO reduce-scatter or all-reduce, and
+	// all-gather, summed) per step (0 for one replica); StartMS and EndMS bound its ops.
 	AllReduceMS    float64 `json:"all_reduce_ms" yaml:"all_reduce_ms"`
 	AllReduceBytes int64   `json:"all_reduce_bytes" yaml:"all_reduce_bytes"`
 	StartMS        float64 `json:"start_ms" yaml:"start_ms"`

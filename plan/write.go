@@ -85,7 +85,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 		for _, a := range p.AllReduces {
 			bytes += a.Bytes
 		}
-		fmt.Fprintf(&b, "all-reduce: %d buckets, %s of gradients per replica\n", len(p.AllReduces), cluster.FormatBytes(bytes))
+		if kinds := collectiveKinds(p.AllReduces); kinds != "" {
+			fmt.Fprintf(&b, "collectives: %s, %s in all\n", kinds, cluster.FormatBytes(bytes))
+		} else {
+			fmt.Fprintf(&b, "all-reduce: %d buckets, %s of gradients per replica\n", len(p.AllReduces), cluster.FormatBytes(bytes))
+		}
 	}
 	fits := "yes"
 	if !p.Fits {
@@ -138,7 +142,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "STAGE\tDEVICES\tREPLICAS\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tALL-REDUCE\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
 		for _, s := range p.Stages {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\n", s.Index, devices(s.Devices), s.Replicas, len(s.Ops),
+			reps := fmt.Sprint(s.Replicas)
+			if s.Sharding != "" {
+				reps += " (" + s.Sharding + ")"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\n", s.Index, devices(s.Devices), reps, len(s.Ops),
 				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, cluster.FormatBytes(s.AllReduceBytes), cluster.FormatBytes(s.SendBytes), cluster.FormatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
 		}
 		if err := tw.Flush(); err != nil {
@@ -427,4 +435,29 @@ func emptyJSON(v reflect.Value) bool {
 		return v.IsNil()
 	}
 	return false
+}
+
+// collectiveKinds counts the buckets of each kind ("3 reduce-scatter, 3
+// all-gather"), or is "" when every one is an all-reduce (or unnamed).
+func collectiveKinds(cs []AllReduce) string {
+	var order []string
+	n := map[string]int{}
+	for _, c := range cs {
+		k := c.Kind
+		if k == "" {
+			k = "all-reduce"
+		}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	if len(order) == 1 && order[0] == "all-reduce" {
+		return ""
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%d %s", n[k], k)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -19,6 +19,41 @@ import (
 //
 // It is 0 for fewer than two devices.
 func AllReduceTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
+	return CollectiveTime(c, AllReduce, devs, bytes)
+}
+
+// CollectiveKind names a collective of the step.
+type CollectiveKind string
+
+const (
+	// AllReduce sums a buffer across the devices; every device gets the
+	// sum.
+	AllReduce CollectiveKind = "all-reduce"
+	// ReduceScatter sums a buffer across r devices; each gets 1/r of the
+	// sum.
+	ReduceScatter CollectiveKind = "reduce-scatter"
+	// AllGather gives every device the concatenation of r shards of a
+	// buffer, one from each.
+	AllGather CollectiveKind = "all-gather"
+)
+
+// CollectiveTime is how long a collective of kind on a buffer of bytes
+// over devs takes, in the ring model of AllReduceTime: a reduce-scatter
+// and an all-gather are each one of the all-reduce's two phases, (r-1)/r
+// of the bytes over the slowest link and r-1 latencies (hierarchically
+// across hosts, as AllReduceTime), so an all-reduce takes exactly their
+// sum.
+func CollectiveTime(c *cluster.Cluster, kind CollectiveKind, devs []int, bytes int64) float64 {
+	f := 1.0
+	if kind == AllReduce {
+		f = 2
+	}
+	return f * ringPhaseTime(c, devs, bytes)
+}
+
+// ringPhaseTime is the time of one phase (a reduce-scatter or an
+// all-gather) of bytes over devs: half an all-reduce.
+func ringPhaseTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
 	r := len(devs)
 	if r < 2 || bytes <= 0 {
 		return 0
@@ -36,7 +71,7 @@ func AllReduceTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
 	b := float64(bytes)
 	if len(hosts) == 1 {
 		bw, lat := ring(c, devs)
-		return 2*float64(r-1)/float64(r)*b/bw + 2*float64(r-1)*lat
+		return float64(r-1)/float64(r)*b/bw + float64(r-1)*lat
 	}
 	var t float64
 	g := 0
@@ -55,7 +90,7 @@ func AllReduceTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
 		}
 	}
 	if g > 1 {
-		t += 2*float64(g-1)/float64(g)*b/bwIntra + 2*float64(g-1)*latIntra
+		t += float64(g-1)/float64(g)*b/bwIntra + float64(g-1)*latIntra
 	}
 	leaders := make([]int, len(hosts))
 	for i, h := range hosts {
@@ -63,7 +98,7 @@ func AllReduceTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
 	}
 	bw, lat := ring(c, leaders)
 	h := float64(len(hosts))
-	return t + 2*(h-1)/h*b/bw + 2*(h-1)*lat
+	return t + (h-1)/h*b/bw + (h-1)*lat
 }
 
 // ring is the slowest bandwidth and the largest latency of the links of
@@ -79,13 +114,17 @@ func ring(c *cluster.Cluster, devs []int) (bw, lat float64) {
 	return bw, lat
 }
 
-// Collective is one gradient all-reduce in the simulated step.
+// Collective is one collective of the simulated step: a bucket of
+// gradients all-reduced (DDP, ZeRO-1) or reduce-scattered (ZeRO-2), or a
+// bucket of updated parameters all-gathered (ZeRO-1 and 2).
 type Collective struct {
-	// Stage is the stage whose replicas reduce; Devices the devices that
-	// take part (one per replica).
+	Kind CollectiveKind
+	// Stage is the stage whose replicas take part; Devices the devices
+	// that do (one per replica).
 	Stage   int
 	Devices []int
-	// Bytes is the bucket's size: the gradients it holds.
+	// Bytes is the bucket's size: the gradients, or the parameters, it
+	// holds (the whole buffer, not one device's shard).
 	Bytes      int64
 	Start, End float64
 }

@@ -35,6 +35,48 @@ const (
 // soon as every gradient in it is ready, overlapping the backward pass.
 const DefaultBucketBytes = 25 << 20
 
+// Sharding is how the replicas of a stage keep their optimizer state and
+// weight gradients: ZeRO's stages 1 and 2 (Rajbhandari et al., "ZeRO:
+// Memory Optimizations Toward Training Trillion Parameter Models", SC20).
+// It changes nothing on a stage of one replica, nor in a graph without
+// optimizer ops.
+type Sharding uint8
+
+const (
+	// NoSharding is PyTorch DDP: every replica holds all the optimizer
+	// state and gradients, gradients are all-reduced, every replica runs
+	// every update.
+	NoSharding Sharding = iota
+	// ZeRO1 shards the optimizer state: each of r replicas holds 1/r of
+	// every state tensor and runs 1/r of every update; gradients are
+	// all-reduced as in DDP, and the updated parameters are all-gathered
+	// after the updates (PyTorch's ZeroRedundancyOptimizer).
+	ZeRO1
+	// ZeRO2 also shards the gradients: each bucket is reduce-scattered
+	// instead of all-reduced, after which a replica keeps 1/r of its
+	// gradients; updates and the all-gather as ZeRO1.
+	ZeRO2
+)
+
+var shardingNames = [...]string{"none", "zero1", "zero2"}
+
+func (z Sharding) String() string {
+	if int(z) < len(shardingNames) {
+		return shardingNames[z]
+	}
+	return fmt.Sprintf("Sharding(%d)", z)
+}
+
+// ParseSharding reads "none", "zero1" or "zero2".
+func ParseSharding(s string) (Sharding, error) {
+	for i, n := range shardingNames {
+		if s == n {
+			return Sharding(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sharding %q (use none, zero1 or zero2)", s)
+}
+
 // Stage is a group of devices running a contiguous piece of the graph,
 // replicated for data parallelism.
 type Stage struct {
@@ -43,6 +85,8 @@ type Stage struct {
 	// every micro-batch, what Replicas[0][i] runs. All replicas have as
 	// many devices as the first.
 	Replicas [][]int
+	// Sharding is how the replicas keep optimizer state and gradients.
+	Sharding Sharding
 }
 
 // Plan is one point of opplace's plan space, the only thing the simulator
@@ -134,6 +178,9 @@ func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
 	for s, st := range stages {
 		if len(st.Replicas) == 0 {
 			return nil, nil, fmt.Errorf("stage %d has no replicas", s)
+		}
+		if st.Sharding > ZeRO2 {
+			return nil, nil, fmt.Errorf("stage %d: unknown sharding %d", s, st.Sharding)
 		}
 		for k, rep := range st.Replicas {
 			if len(rep) != len(st.Replicas[0]) {

@@ -260,6 +260,7 @@ type gradBuffer struct {
 // bucket is a set of weight gradients one device all-reduces with its
 // counterparts in the other replicas of its stage.
 type bucket struct {
+	kind    CollectiveKind
 	dev     int
 	devices []int // one per replica, the first is dev
 	stage   int
@@ -280,6 +281,9 @@ type facts struct {
 	perMB   []bool
 	perStep []bool
 	accum   []bool
+	// optState[t]: a parameter-like tensor only optimizer updates read
+	// (the optimizer's state), which ZeRO shards.
+	optState []bool
 
 	consumers [][]graph.OpID     // per tensor, distinct
 	inputs    [][]graph.TensorID // per op, distinct
@@ -340,6 +344,13 @@ type state struct {
 	updates    [][]graph.OpID // per device with buckets: its update ops
 	inFlight   []bool
 	synthetic  []int32 // per device: bucket launched when its work is done, or -1
+	// ZeRO: gradBuckets[d] is how many of devBuckets[d] reduce gradients
+	// (the rest all-gather parameters once updLeft[d], the device's
+	// update runs left, is 0); shrunk[t] marks a gradient buffer cut to
+	// its shard by a reduce-scatter.
+	gradBuckets []int
+	updLeft     []int32
+	shrunk      []bool
 
 	// stage tracking: per stage*M+mb
 	mbStarted []bool
@@ -503,6 +514,14 @@ func (s *facts) classify(g *graph.Graph, order []graph.OpID) {
 			}
 		}
 		s.accum[t], s.perStep[t] = weightGrad, weightGrad
+	}
+	s.optState = make([]bool, len(g.Tensors))
+	for t := range g.Tensors {
+		tn := &g.Tensors[t]
+		if tn.Kind != graph.Parameter || len(s.consumers[t]) == 0 {
+			continue
+		}
+		s.optState[t] = !slices.ContainsFunc(s.consumers[t], func(c graph.OpID) bool { return g.Ops[c].Phase != graph.Update })
 	}
 }
 
@@ -705,6 +724,9 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 	for d := range s.synthetic {
 		s.synthetic[d] = -1
 	}
+	s.gradBuckets = make([]int, nd)
+	s.updLeft = make([]int32, nd)
+	s.shrunk = make([]bool, len(g.Tensors))
 	if !s.training {
 		return
 	}
@@ -713,6 +735,13 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 		for op := range g.Ops {
 			if d := s.dev[op]; g.Ops[op].Phase == graph.Update && len(s.devBuckets[d]) > 0 {
 				s.updates[d] = append(s.updates[d], graph.OpID(op))
+			}
+		}
+		for d := 0; d < nd; d++ {
+			s.gradBuckets[d] = len(s.devBuckets[d])
+			if z, _ := s.sharding(d); z >= ZeRO1 && len(s.updates[d]) > 0 {
+				s.updLeft[d] = int32(len(s.updates[d]))
+				s.buildGathers(d)
 			}
 		}
 	}()
@@ -756,10 +785,14 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			}
 			if bytes > 0 {
 				s.synthetic[d] = int32(len(s.buckets))
-				s.buckets = append(s.buckets, bucket{dev: d, devices: ringOf(d), stage: st, bytes: bytes})
+				s.buckets = append(s.buckets, bucket{kind: AllReduce, dev: d, devices: ringOf(d), stage: st, bytes: bytes})
 				s.devBuckets[d] = append(s.devBuckets[d], s.synthetic[d])
 			}
 			continue
+		}
+		kind := AllReduce
+		if s.stages[st].Sharding == ZeRO2 {
+			kind = ReduceScatter
 		}
 		ts := grads[d]
 		slices.SortStableFunc(ts, func(a, b graph.TensorID) int {
@@ -769,7 +802,7 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 		for _, t := range ts {
 			if cur == nil || cur.bytes >= bucketBytes {
 				s.devBuckets[d] = append(s.devBuckets[d], int32(len(s.buckets)))
-				s.buckets = append(s.buckets, bucket{dev: d, devices: ringOf(d), stage: st})
+				s.buckets = append(s.buckets, bucket{kind: kind, dev: d, devices: ringOf(d), stage: st})
 				cur = &s.buckets[len(s.buckets)-1]
 			}
 			inst := s.instance(t, 0)
@@ -777,6 +810,37 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			cur.bytes += s.memBytes(t, d) // a shared buffer's bytes once
 			cur.left++
 			s.bucketOf[inst] = int32(len(s.buckets) - 1)
+		}
+	}
+}
+
+// buildGathers appends to device d's buckets, after its gradient buckets,
+// the all-gathers of the parameters its sharded updates write: one per
+// gradient bucket, holding the parameters whose updates read that
+// bucket's gradients (each parameter once), run in order once every
+// update of d is done.
+func (s *state) buildGathers(d int) {
+	g := s.g
+	seen := map[graph.TensorID]bool{}
+	gb := s.devBuckets[d]
+	for _, b := range gb {
+		ag := bucket{kind: AllGather, dev: d, devices: s.buckets[b].devices, stage: s.buckets[b].stage}
+		for _, inst := range s.buckets[b].members {
+			for _, u := range s.consumers[s.instT[inst]] {
+				if g.Ops[u].Phase != graph.Update {
+					continue
+				}
+				for _, in := range s.inputs[u] {
+					if g.Tensors[in].Kind == graph.Parameter && !s.optState[in] && !seen[in] {
+						seen[in] = true
+						ag.bytes += g.Tensors[in].Bytes()
+					}
+				}
+			}
+		}
+		if ag.bytes > 0 {
+			s.devBuckets[d] = append(s.devBuckets[d], int32(len(s.buckets)))
+			s.buckets = append(s.buckets, ag)
 		}
 	}
 }
@@ -790,12 +854,28 @@ func (s *state) shard(st int) float64 {
 	return 1 / float64(s.replicas[st]*s.M)
 }
 
+// sharding is the ZeRO level of device d's stage and its replica count,
+// NoSharding when the stage has one replica (or d none) or the step has
+// no optimizer updates.
+func (s *state) sharding(d int) (Sharding, int) {
+	st := s.devStage[d]
+	if st < 0 || s.replicas[st] < 2 || !s.training {
+		return NoSharding, 1
+	}
+	return s.stages[st].Sharding, s.replicas[st]
+}
+
 // memBytes is the size of tensor t's instance on device d.
 func (s *state) memBytes(t graph.TensorID, d int) int64 {
 	tn := &s.g.Tensors[t]
 	b := tn.Bytes()
 	switch {
 	case tn.Kind.IsResident():
+		if s.optState[t] {
+			if z, r := s.sharding(d); z >= ZeRO1 {
+				return ceilDiv(b, int64(r)) // this replica's shard
+			}
+		}
 		return b
 	case tn.Producer == graph.NoOp: // a graph input: the replica's share
 		if st := s.devStage[d]; st >= 0 {
@@ -810,6 +890,10 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 			}
 			for _, m := range buf.members {
 				b = max(b, s.g.Tensors[m].Bytes())
+			}
+			if s.shrunk[t] {
+				_, r := s.sharding(buf.src)
+				return ceilDiv(b, int64(r))
 			}
 		}
 		return b
@@ -826,6 +910,13 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func (s *state) taskTime(op graph.OpID, d int) float64 {
 	full := s.t.OpTime(op, d)
 	if !s.perMB[op] {
+		if s.g.Ops[op].Phase == graph.Update && full > 0 {
+			if z, r := s.sharding(d); z >= ZeRO1 {
+				// This replica's 1/r of the update.
+				launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
+				return (full-launch)/float64(r) + launch
+			}
+		}
 		return full
 	}
 	st := s.devStage[d]
@@ -1094,6 +1185,12 @@ func (s *state) opDone(k int32, now float64) {
 	if s.devLeft[d] == 0 && s.synthetic[d] >= 0 {
 		s.launchBuckets(d, now)
 	}
+	if g.Ops[op].Phase == graph.Update && s.updLeft[d] > 0 {
+		s.updLeft[d]--
+		if s.updLeft[d] == 0 {
+			s.launchBuckets(d, now) // ZeRO: all-gather the updated parameters
+		}
+	}
 }
 
 func (s *state) release(inst int32, d int, now float64) {
@@ -1210,7 +1307,7 @@ func (s *state) launchBuckets(d int, now float64) {
 	}
 	b := s.devBuckets[d][s.nextBucket[d]]
 	bk := &s.buckets[b]
-	if bk.left > 0 || (b == s.synthetic[d] && s.devLeft[d] > 0) {
+	if bk.left > 0 || (b == s.synthetic[d] && s.devLeft[d] > 0) || (bk.kind == AllGather && s.updLeft[d] > 0) {
 		return
 	}
 	// The collective stream, the device's send and receive channels, and
@@ -1234,12 +1331,12 @@ func (s *state) launchBuckets(d int, now float64) {
 	for _, r := range res {
 		start = max(start, s.free[r])
 	}
-	end := start + AllReduceTime(s.c, bk.devices, bk.bytes)
+	end := start + CollectiveTime(s.c, bk.kind, bk.devices, bk.bytes)
 	for _, r := range res {
 		s.free[r] = end
 	}
 	s.inFlight[d] = true
-	s.res.Collectives = append(s.res.Collectives, Collective{Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end})
+	s.res.Collectives = append(s.res.Collectives, Collective{Kind: bk.kind, Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end})
 	sr := &s.res.Stages[bk.stage]
 	sr.AllReduce += end - start
 	sr.AllReduceBytes += bk.bytes
@@ -1251,12 +1348,18 @@ func (s *state) reduced(b int32, now float64) {
 	d := bk.dev
 	s.res.Step = max(s.res.Step, now)
 	for _, inst := range bk.members {
+		if t := graph.TensorID(s.instT[inst]); bk.kind == ReduceScatter && !s.shrunk[t] {
+			// The replica keeps its shard of the reduced gradients.
+			full := s.memBytes(t, d)
+			s.shrunk[t] = true
+			s.alloc(now, d, s.memBytes(t, d)-full)
+		}
 		s.left[int(inst)*s.nd+d]--
 		s.final(inst, d, now)
 	}
 	s.inFlight[d] = false
 	s.nextBucket[d]++
-	if s.nextBucket[d] == len(s.devBuckets[d]) {
+	if s.nextBucket[d] == s.gradBuckets[d] {
 		for _, op := range s.updates[d] {
 			s.satisfy(s.taskBase[op])
 		}

@@ -8,17 +8,25 @@ import (
 )
 
 func init() {
-	Register("dp", FamilyDataParallel, "data parallelism: the whole model on each of r devices of one type, each on 1/r of the batch, gradients all-reduced in DDP buckets during the backward pass; gradient accumulation (micro-batches) when a replica's activations do not fit", func(Config) Strategy { return dataParallel{} })
+	Register("dp", FamilyDataParallel, "data parallelism: the whole model on each of r devices of one type, each on 1/r of the batch, gradients all-reduced in DDP buckets during the backward pass; gradient accumulation (micro-batches) when a replica's activations do not fit", func(cfg Config) Strategy {
+		return dataParallel{levels: cfg.levels(sim.NoSharding, sim.ZeRO1, sim.ZeRO2)}
+	})
 }
 
-type dataParallel struct{}
+type dataParallel struct {
+	// levels are the ZeRO levels offered, plain DDP first.
+	levels []sim.Sharding
+}
 
 // Propose offers, for each class of interchangeable devices that runs
 // every op, the model replicated on all of them, then on halves of them
 // (fewer replicas communicate less), each with 1, 2, 4 ... micro-batches
 // of gradient accumulation up to what the batch allows and up to the
-// first count that fits: the judge keeps the fastest that fits.
-func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
+// first count that fits, and each at every ZeRO level of the strategy
+// (DDP, ZeRO-1, ZeRO-2: sharding optimizer state and gradients saves
+// memory and update time and costs an all-gather of the updated
+// weights): the judge keeps the fastest that fits.
+func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp"); err != nil {
 		return nil, err
 	}
@@ -35,20 +43,28 @@ func (dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 			if p.Batch > 0 && int64(r) > p.Batch {
 				continue
 			}
-			for m := 1; m <= 8; m *= 2 {
-				if p.Batch > 0 && int64(r*m) > p.Batch {
-					break
-				}
-				// More micro-batches only save activation memory: each
-				// op pays its launch once more per micro-batch and the
-				// all-reduce overlaps a shorter last backward pass, so
-				// once a count fits, larger ones are not simulated (each
-				// costs as much as the graph times the count).
-				pl := replicate(p, cl[:r], m)
-				res, err := p.Simulate(pl)
-				out = append(out, Proposal{Plan: pl, Sim: res})
-				if err == nil && p.Fits(res) {
-					break
+			for _, z := range dp.levels {
+				for m := 1; m <= 8; m *= 2 {
+					if p.Batch > 0 && int64(r*m) > p.Batch {
+						break
+					}
+					// More micro-batches only save activation memory:
+					// each op pays its launch once more per micro-batch
+					// and the all-reduce overlaps a shorter last
+					// backward pass, so once a count fits, larger ones
+					// are not simulated (each costs as much as the graph
+					// times the count).
+					pl := replicate(p, cl[:r], m)
+					pl.Stages[0].Sharding = z
+					res, err := p.Simulate(pl)
+					pr := Proposal{Plan: pl, Sim: res}
+					if z != sim.NoSharding {
+						pr.Notes = []string{zeroNote(z)}
+					}
+					out = append(out, pr)
+					if err == nil && p.Fits(res) {
+						break
+					}
 				}
 			}
 		}

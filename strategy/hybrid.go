@@ -14,7 +14,7 @@ var HybridPlacers = []string{"m-etf", "heft"}
 func init() {
 	for _, name := range HybridPlacers {
 		Register("dp+"+name, FamilyHybrid, "data parallelism over replicas that each span k devices placed by "+name+": for models whose training step does not fit one device", func(cfg Config) Strategy {
-			return hybrid{placer: name, cfg: cfg.Placer}
+			return hybrid{placer: name, cfg: cfg.Placer, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
 		})
 	}
 }
@@ -22,6 +22,8 @@ func init() {
 type hybrid struct {
 	placer string
 	cfg    placer.Config
+	// levels are the ZeRO levels offered, plain DDP first.
+	levels []sim.Sharding
 }
 
 // Propose places the graph with the placer on groups of k = 2, 4 ...
@@ -29,7 +31,9 @@ type hybrid struct {
 // and replicates that placement over the class's other groups of k. The
 // placer sees the whole batch's costs on its k devices; the judge runs
 // each replica's share, so the numbers are exact for the plan, though the
-// placer optimised a proxy.
+// placer optimised a proxy. Each goes to the judge with plain DDP and
+// with ZeRO-2 (which in opplace's model saves at least ZeRO-1's memory
+// and time, so ZeRO-1 is only offered when asked for).
 func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp+"+h.placer); err != nil {
 		return nil, err
@@ -65,7 +69,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		}
 		return nil, fmt.Errorf("dp+%s: %w: no device class has 4 or more devices", h.placer, ErrNotApplicable)
 	}
-	return out, nil
+	return shardedVariants(out, h.levels), nil
 }
 
 // placeOn runs the placer on the sub-cluster of devs and maps its

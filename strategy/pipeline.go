@@ -21,7 +21,7 @@ const (
 func init() {
 	for _, name := range partition.Names() {
 		Register(PipelinePrefix+name, FamilyPipeline, partition.Summary(name), func(cfg Config) Strategy {
-			return pipelined{name: name, opts: cfg.Pipeline}
+			return pipelined{name: name, opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
 		})
 	}
 }
@@ -29,6 +29,9 @@ func init() {
 type pipelined struct {
 	name string
 	opts partition.Options
+	// levels are the ZeRO levels offered to replicated stages, plain DDP
+	// first.
+	levels []sim.Sharding
 }
 
 // Propose cuts the graph into stages with the partitioner, which picks
@@ -249,7 +252,7 @@ func samePlan(a, b *sim.Plan) bool {
 	}
 	for i := range a.Stages {
 		ra, rb := a.Stages[i].Replicas, b.Stages[i].Replicas
-		if len(ra) != len(rb) {
+		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding {
 			return false
 		}
 		for k := range ra {
@@ -296,7 +299,8 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 			}
 		}
 	}
-	return out
+	// Replicated stages also at each ZeRO level.
+	return shardedVariants(out, s.levels)
 }
 
 // PipelinePlan is a partition as a point of the plan space at m

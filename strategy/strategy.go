@@ -42,6 +42,11 @@ type Config struct {
 	Pipeline partition.Options
 	// Placer configures placers that take options (ilp).
 	Placer placer.Config
+	// Sharding is the ZeRO level replicated stages may use: "" lets
+	// every replicating strategy offer its variants (dp: none, zero1,
+	// zero2; hybrids and pipelines: none, zero2), "none", "zero1" or
+	// "zero2" only that one (see ParseSharding).
+	Sharding string
 }
 
 // Problem is what every strategy receives: the graph, its order, its

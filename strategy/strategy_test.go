@@ -12,6 +12,7 @@ import (
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
 	"github.com/opplace/opplace/strategy"
 	"github.com/opplace/opplace/train"
 )
@@ -278,5 +279,65 @@ func TestLocalTooLarge(t *testing.T) {
 	}
 	if !errors.Is(outs[1].Err, strategy.ErrNotApplicable) || !errors.Is(outs[1].Err, placer.ErrTooLarge) {
 		t.Errorf("local with a budget of 10 ops: %v", outs[1].Err)
+	}
+}
+
+// TestZeROFitsWhereDDPDoesNot: with Adam, a replica holds its weights,
+// their gradients and two moments (16 bytes a float32 parameter); on
+// devices that hold the weights and gradients but not the moments too,
+// plain data parallelism does not fit and dp proposes a ZeRO variant
+// that does, which auto keeps when it is the fastest plan that fits.
+// Asked for no sharding, dp fails.
+func TestZeROFitsWhereDDPDoesNot(t *testing.T) {
+	// Four layers of 16 MiB weights: 64 MiB of weights, 64 MiB of
+	// gradients, 128 MiB of moments; DDP needs over 256 MiB a device,
+	// ZeRO-2 on four replicas about 64 + 16 + 32 MiB and a bucket.
+	b := graphtest.New("layers").Input("x", 1<<16)
+	prev := "x"
+	for i := 0; i < 4; i++ {
+		w, name := "w"+string(rune('a'+i)), "l"+string(rune('a'+i))
+		b.Param(w, 16<<20).Op(name, 1e9, 1<<16, prev, w)
+		prev = name
+	}
+	b.Output(prev)
+	for i := range b.G.Tensors {
+		b.G.Tensors[i].DType = graph.Float32
+		b.G.Tensors[i].Shape = []int64{b.G.Tensors[i].Shape[0] / 4}
+	}
+	g, _, err := train.Build(b.G, train.Options{Optimizer: train.Adam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := make([]graphtest.Device, 4)
+	for i := range devs {
+		devs[i] = graphtest.Device{FLOPS: 1e12, Memory: 200 << 20}
+	}
+	c := graphtest.Cluster(1e11, 1e-6, devs...)
+	pp, err := placer.NewProblem(g, cost.NewTable(g, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := strategy.NewProblem(pp, 8)
+	ctx := context.Background()
+	none, _ := strategy.New("dp", strategy.Config{Sharding: "none"})
+	if o := strategy.Evaluate(ctx, p, "dp", none); o.Fits {
+		t.Fatalf("plain DDP fits (peak %d): the test needs it not to", o.Sim.PeakMemory[0])
+	}
+	dp, _ := strategy.New("dp", strategy.Config{})
+	o := strategy.Evaluate(ctx, p, "dp", dp)
+	if !o.Fits || o.Plan.Stages[0].Sharding == sim.NoSharding {
+		t.Fatalf("dp: fits %v, sharding %v, err %v; want a ZeRO plan that fits", o.Fits, o.Plan.Stages[0].Sharding, o.Err)
+	}
+	outs, best, err := strategy.Search(ctx, p, strategy.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range outs {
+		if x.Sim != nil && x.Fits && x.Sim.Step < outs[best].Sim.Step {
+			t.Errorf("%s is faster than auto's choice", x.Strategy)
+		}
+	}
+	if outs[best].Strategy == "dp" && outs[best].Plan.Stages[0].Sharding == sim.NoSharding {
+		t.Errorf("auto chose plain DDP, which does not fit")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
+	"github.com/opplace/opplace/strategy"
 )
 
 type planFlags struct {
@@ -34,6 +35,8 @@ type planFlags struct {
 	objective    string
 	schedule     string
 	opCuts       bool
+	// replicated stages
+	zero string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -107,6 +110,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
 	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
 	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the step over 10% longer)")
+	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state and gradient sharding none, zero1, zero2, or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -169,6 +173,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	opts.Objective, opts.Schedule = f.objective, f.schedule
 	opts.Strategies.Pipeline.OpCuts = f.opCuts
+	if opts.Strategies.Sharding, err = strategy.ParseSharding(f.zero); err != nil {
+		return usageError{fmt.Errorf("--zero: %w", err)}
+	}
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
 	if f.verbose && res != nil {
