@@ -2,6 +2,7 @@ package placer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -103,12 +104,26 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	// there are at most maxOrderRows of them.
 	var gs *Groups
 	var md *ilpModel
+	fine := false // base is the colocation classes themselves
 	for {
-		gs = Coarsen(p, base, target)
-		md, err = newILPModel(p, gs)
+		next := Coarsen(p, base, target)
+		m, err := newILPModel(p, next)
+		if errors.Is(err, errUnitsApart) && md != nil {
+			break // keep the last units that met
+		}
+		if errors.Is(err, errUnitsApart) && !fine {
+			// Pins coarsened into colocated units left them no common
+			// device: start again from the colocation classes.
+			if base, err = group(p, noMerge); err != nil {
+				return sim.Placement{}, err
+			}
+			fine, target = true, base.Len()
+			continue
+		}
 		if err != nil {
 			return sim.Placement{}, err
 		}
+		gs, md = next, m
 		if md.orderRows() <= maxOrderRows || target <= 2 {
 			break
 		}
@@ -157,6 +172,10 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	return md.placement(md.canonical(dev), start), nil
 }
 
+// errUnitsApart says units that must share a device (colocated ops the
+// coarsening put in different units) allow no device in common.
+var errUnitsApart = errors.New("colocated units allow no common device")
+
 func newILPModel(p *Problem, gs *Groups) (*ilpModel, error) {
 	lim, err := newLimits(p)
 	if err != nil {
@@ -202,6 +221,27 @@ func newILPModel(p *Problem, gs *Groups) (*ilpModel, error) {
 			grp[u] = lim.apart[k][lim.class[members[0]]]
 		}
 		md.apart = append(md.apart, grp)
+	}
+	// Colocated units share a device: each may use only the devices both
+	// allow, to a fixpoint; none left means the units are wrong.
+	for changed := true; changed; {
+		changed = false
+		for _, c := range md.coloc {
+			both := intersect(md.allowed[c[0]], md.allowed[c[1]])
+			if len(both) == 0 {
+				return nil, errUnitsApart
+			}
+			for _, u := range c {
+				if len(both) < len(md.allowed[u]) {
+					md.allowed[u], changed = both, true
+					for d := 0; d < nd; d++ {
+						if !slices.Contains(both, d) {
+							md.t[u][d] = math.Inf(1)
+						}
+					}
+				}
+			}
+		}
 	}
 	// Reachability as bitsets, in reverse topological order.
 	words := (ng + 63) / 64
