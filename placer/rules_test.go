@@ -22,7 +22,7 @@ func TestPlacersKeepRules(t *testing.T) {
 	placed, refused := map[string]int{}, map[string]int{}
 	for i := 0; i < 12; i++ {
 		n := 20 + r.IntN(120)
-		b := randomDAG(r, n, i%2 == 1)
+		b := graphtest.RandomDAG(r, n, i%2 == 1)
 		nd := 3 + r.IntN(4)
 		c := randomCluster(r, nd, 1<<40, i%3 == 0)
 		table := cost.NewTable(b.G, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1})
