@@ -244,39 +244,3 @@ func (c *Checker) DevicesOf(pl *sim.Plan, ops []graph.OpID) []int {
 	}
 	return out
 }
-
-// Preference is one prefer rule on a planned graph (see
-// Resolved.Preferences).
-type Preference struct {
-	// Ops counts, per planned op, the selected ops it runs.
-	Ops []int32
-	// Devices marks the target's devices; an op placed where
-	// Devices[d] == Not runs against the rule.
-	Devices []bool
-	Not     bool
-	// Weight is the penalty per op placed against the rule, in seconds.
-	Weight float64
-}
-
-// Preferences is the prefer rules on a graph of n ops whose op of[x] runs
-// resolved op x (of nil: the resolved graph), nil without such rules.
-func (r *Resolved) Preferences(n int, of []graph.OpID) []Preference {
-	var out []Preference
-	for _, b := range r.Bindings {
-		if b.Rule.Kind != Prefer {
-			continue
-		}
-		pr := Preference{Ops: make([]int32, n), Devices: make([]bool, len(r.Cluster.Devices)), Not: b.Rule.Not, Weight: b.Rule.Weight / 1000}
-		for _, op := range b.Ops {
-			if of != nil {
-				op = of[op]
-			}
-			pr.Ops[op]++
-		}
-		for _, d := range b.Devices {
-			pr.Devices[d] = true
-		}
-		out = append(out, pr)
-	}
-	return out
-}

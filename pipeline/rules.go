@@ -98,10 +98,33 @@ func (rs *rulesState) bind(table *cost.Table, of []graph.OpID) *cost.Table {
 		rs.apart = append(rs.apart, placer.Apart{Rule: a.Rule, Group: a.Group})
 	}
 	rs.checker = rs.res.Checker(of, rs.cut)
-	for _, pr := range rs.res.Preferences(n, of) {
-		rs.prefer = append(rs.prefer, placer.Preference{Ops: pr.Ops, Devices: pr.Devices, Not: pr.Not, Weight: pr.Weight})
-	}
+	rs.prefer = rs.preferences(n, of)
 	return table
+}
+
+// preferences is the prefer rules for the placers, on the graph of n
+// ops whose op of[x] runs resolved op x (of nil: the resolved graph); nil
+// without such rules.
+func (rs *rulesState) preferences(n int, of []graph.OpID) []placer.Preference {
+	res := rs.res
+	var out []placer.Preference
+	for _, b := range res.Bindings {
+		if b.Rule.Kind != constraint.Prefer {
+			continue
+		}
+		pr := placer.Preference{Ops: make([]int32, n), Devices: make([]bool, len(res.Cluster.Devices)), Not: b.Rule.Not, Weight: b.Rule.Weight / 1000}
+		for _, op := range b.Ops {
+			if of != nil {
+				op = of[op]
+			}
+			pr.Ops[op]++
+		}
+		for _, d := range b.Devices {
+			pr.Devices[d] = true
+		}
+		out = append(out, pr)
+	}
+	return out
 }
 
 // pieces is each placed op's piece under the cut rules, nil without any.
