@@ -109,19 +109,14 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 	}
 	out := &Refined{StartStep: res.Step}
 	members := classMembers(lim.class, len(lim.allowed))
-	// penalty is what the soft rules add to the step of the placement
-	// cur; a move is kept when step plus penalty drops.
-	penalty := func() float64 {
-		if p.Prefer == nil {
-			return 0
-		}
-		var s float64
+	// curPenalty is what the soft rules add to cur's step; a move is kept
+	// when step plus penalty drops.
+	var curPenalty float64
+	if p.Prefer != nil {
 		for op, d := range cur.Device {
-			s += p.Penalty(graph.OpID(op), d)
+			curPenalty += p.Penalty(graph.OpID(op), d)
 		}
-		return s
 	}
-	curPenalty := penalty()
 	nd := p.Costs.NumDevices()
 	try := make([]int, 0, nd)
 	// failed[c*nd+d] is when moving class c to d last failed. A move that
@@ -167,8 +162,10 @@ func Refine(ctx context.Context, p *Problem, start sim.Placement, opt RefineOpti
 				}
 				r, err := judge.Run(&sim.Plan{Placement: cur})
 				pen := curPenalty
-				if p.Prefer != nil {
-					pen = penalty()
+				if p.Prefer != nil { // only the moved class's ops changed
+					for _, op := range members[c] {
+						pen += p.Penalty(op, d) - p.Penalty(op, from)
+					}
 				}
 				if err == nil && r.Step+pen < res.Step+curPenalty && p.Fits(r) {
 					res, moved, curPenalty = r, true, pen
