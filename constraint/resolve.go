@@ -624,24 +624,17 @@ func (r *Resolved) checkMemory() error {
 		bytes int64
 		op    graph.OpID
 	}
-	var sets []*set
-	var key []byte
-	index := map[string]int{}
+	rows, of := r.Allowed.Distinct()
+	sets := make([]*set, len(rows))
 	counted := make([]bool, len(g.Tensors))
 	for i := range g.Ops {
-		row := r.Allowed.Bits[i*w : (i+1)*w]
+		row := rows[of[i]]
 		if full(row, nd) {
 			continue
 		}
-		key = key[:0]
-		for _, x := range row {
-			key = binary.LittleEndian.AppendUint64(key, x)
-		}
-		k, ok := index[string(key)]
-		if !ok {
-			k = len(sets)
-			index[string(key)] = k
-			sets = append(sets, &set{row: row, op: graph.OpID(i)})
+		k := of[i]
+		if sets[k] == nil {
+			sets[k] = &set{row: row, op: graph.OpID(i)}
 		}
 		for _, in := range g.Ops[i].Inputs {
 			if t := &g.Tensors[in]; t.Kind.IsResident() && !counted[in] {
@@ -683,6 +676,8 @@ func (r *Resolved) checkMemory() error {
 			return &ConflictError{rules, msg}
 		}
 	}
+	// Only the sets some op is kept to, in order of their first op.
+	sets = slices.DeleteFunc(sets, func(s *set) bool { return s == nil })
 	for _, s := range sets {
 		var need int64
 		for _, o := range sets {
@@ -744,13 +739,15 @@ func (r *Resolved) FusionKeys(cut []string) []int32 {
 	g := r.Graph
 	keys := make([]int32, len(g.Ops))
 	index := map[string]int32{}
+	var allowed []int32 // each op's allowed set, numbered
+	if r.Allowed != nil {
+		_, allowed = r.Allowed.Distinct()
+	}
 	var b []byte
 	for i := range g.Ops {
 		b = b[:0]
-		if r.Allowed != nil {
-			for _, w := range r.Allowed.Bits[i*r.Allowed.Words : (i+1)*r.Allowed.Words] {
-				b = binary.LittleEndian.AppendUint64(b, w)
-			}
+		if allowed != nil {
+			b = binary.LittleEndian.AppendUint32(b, uint32(allowed[i]))
 		}
 		for _, a := range r.Apart {
 			b = append(b, byte(a.Group[i]))

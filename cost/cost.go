@@ -8,7 +8,6 @@
 package cost
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -62,6 +61,8 @@ type Table struct {
 	// devBit maps a device of this table's cluster to its bit.
 	allowed *graph.DeviceSets
 	devBit  []int
+	// distinct lists allowed's distinct sets (Classes splits by them).
+	distinct [][]uint64
 }
 
 // NewTable evaluates model for every op and device type of c.
@@ -121,6 +122,7 @@ func (t *Table) WithAllowed(sets *graph.DeviceSets) *Table {
 	for d := range r.devBit {
 		r.devBit[d] = d
 	}
+	r.distinct, _ = sets.Distinct()
 	return &r
 }
 
@@ -137,24 +139,9 @@ func (t *Table) Classes() [][]int {
 		return classes
 	}
 	// A device's signature is the distinct allowed sets that hold it.
-	seen := map[string]bool{}
-	var rows [][]uint64
-	w := t.allowed.Words
-	var key []byte
-	for op := 0; op*w < len(t.allowed.Bits); op++ {
-		row := t.allowed.Bits[op*w : (op+1)*w]
-		key = key[:0]
-		for _, x := range row {
-			key = binary.LittleEndian.AppendUint64(key, x)
-		}
-		if !seen[string(key)] {
-			seen[string(key)] = true
-			rows = append(rows, row)
-		}
-	}
 	sig := func(d int) string {
-		b := make([]byte, len(rows))
-		for i, row := range rows {
+		b := make([]byte, len(t.distinct))
+		for i, row := range t.distinct {
 			bit := t.devBit[d]
 			if row[bit/64]&(1<<(bit%64)) != 0 {
 				b[i] = 1

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -79,6 +80,33 @@ func (s *DeviceSets) Has(op OpID, k int) bool {
 
 // Add puts device k into op's set.
 func (s *DeviceSets) Add(op OpID, k int) { s.Bits[int(op)*s.Words+k/64] |= 1 << (k % 64) }
+
+// Distinct numbers the distinct sets: sets[of[op]] is op's set, the
+// sets in order of the first op holding each.
+func (s *DeviceSets) Distinct() (sets [][]uint64, of []int32) {
+	n := 0
+	if s.Words > 0 {
+		n = len(s.Bits) / s.Words
+	}
+	of = make([]int32, n)
+	index := map[string]int32{}
+	var key []byte
+	for op := range of {
+		row := s.Bits[op*s.Words : (op+1)*s.Words]
+		key = key[:0]
+		for _, x := range row {
+			key = binary.LittleEndian.AppendUint64(key, x)
+		}
+		k, ok := index[string(key)]
+		if !ok {
+			k = int32(len(sets))
+			index[string(key)] = k
+			sets = append(sets, row)
+		}
+		of[op] = k
+	}
+	return sets, of
+}
 
 // Remove takes device k out of op's set.
 func (s *DeviceSets) Remove(op OpID, k int) { s.Bits[int(op)*s.Words+k/64] &^= 1 << (k % 64) }

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/opplace/opplace/graph"
@@ -53,5 +54,19 @@ func TestFuseOnDeviceSets(t *testing.T) {
 	g := build()
 	if _, err := graph.FuseOn(g, g.BuildAdjacency(), "vertical", &graph.DeviceSets{Words: 1, Bits: []uint64{1}}); err == nil {
 		t.Error("device sets of the wrong length were accepted")
+	}
+}
+
+func TestDeviceSetsDistinct(t *testing.T) {
+	s := graph.NewDeviceSets(4, 70) // two words per op
+	s.Add(0, 1)
+	s.Add(1, 69)
+	s.Add(2, 1)
+	sets, of := s.Distinct()
+	if len(sets) != 3 || !slices.Equal(of, []int32{0, 1, 0, 2}) {
+		t.Fatalf("Distinct: %d sets, of %v; want 3 and [0 1 0 2]", len(sets), of)
+	}
+	if !s.Has(1, 69) || s.Has(1, 1) || sets[1][1] != 1<<5 {
+		t.Errorf("op 1's set is device 69 only: %v", sets[1])
 	}
 }
