@@ -87,6 +87,45 @@ type Stage struct {
 	Replicas [][]int
 	// Sharding is how the replicas keep optimizer state and gradients.
 	Sharding Sharding
+	// Tensor is the stage's tensor-parallel degree t; 0 and 1 mean none.
+	// With t > 1 every replica is one tensor-parallel group of exactly t
+	// devices, every op of the stage is placed on Replicas[0][0], and the
+	// members of a group run their shares of each op (Plan.Split) in
+	// lockstep, as Megatron-LM's tensor-parallel layers do.
+	Tensor int
+}
+
+// TensorSplit is how the members of a tensor-parallel group share a
+// graph's ops and tensors (package shard chooses it). It applies to the
+// ops and tensors of stages whose Tensor degree is above 1; elsewhere it
+// is ignored. Its slices are indexed by op and tensor of the graph the
+// plan runs.
+type TensorSplit struct {
+	// Split[op] says op's work is divided evenly among the group: each
+	// of t members runs 1/t of it. Otherwise every member runs it whole
+	// (a replicated op, like Megatron-LM's layer norms).
+	Split []bool
+	// Divided[t] says each member holds 1/t of tensor t (a column block
+	// of a weight, some heads of an activation, and the gradients and
+	// optimizer state of a divided weight). Otherwise each member holds
+	// it whole: replicated, or a partial sum awaiting its all-reduce.
+	Divided []bool
+	// Syncs[op] are the collectives op's group runs once op's compute is
+	// done, within op's time: the group's compute waits for them, as
+	// Megatron-LM's synchronous all-reduces make it. Nil: none.
+	Syncs [][]Sync
+}
+
+// Sync is one collective over a tensor-parallel group, on an activation
+// (or an activation's gradient) of the step.
+type Sync struct {
+	Kind CollectiveKind
+	// Tensor is the tensor the collective is on.
+	Tensor graph.TensorID
+	// Bytes is the collective's buffer for the whole step's batch: the
+	// full tensor's size. The simulator takes each micro-batch's and
+	// replica's share of it, as it does of the tensor.
+	Bytes int64
 }
 
 // Plan is one point of opplace's plan space, the only thing the simulator
@@ -111,6 +150,9 @@ type Plan struct {
 	// BucketBytes is the gradient all-reduce bucket; 0 means
 	// DefaultBucketBytes.
 	BucketBytes int64
+	// Split is how tensor-parallel stages share ops and tensors; nil
+	// when no stage is tensor-parallel.
+	Split *TensorSplit
 	// Record asks Run for the step's timeline (Result.Runs and
 	// Result.Memory), which views and traces draw; searches that only
 	// compare step times leave it off.
