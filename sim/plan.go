@@ -101,10 +101,12 @@ type Stage struct {
 // is ignored. Its slices are indexed by op and tensor of the graph the
 // plan runs.
 type TensorSplit struct {
-	// Split[op] says op's work is divided evenly among the group: each
-	// of t members runs 1/t of it. Otherwise every member runs it whole
-	// (a replicated op, like Megatron-LM's layer norms).
-	Split []bool
+	// Split[op] is the part of op's work divided evenly among the
+	// group: 1 for an op each of t members runs 1/t of, 0 for an op
+	// every member runs whole (a replicated op, like Megatron-LM's layer
+	// norms); between for a fused kernel of both kinds, of which a member
+	// runs (1-s) + s/t. Nil: every op 0.
+	Split []float32
 	// Divided[t] says each member holds 1/t of tensor t (a column block
 	// of a weight, some heads of an activation, and the gradients and
 	// optimizer state of a divided weight). Otherwise each member holds
