@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/graph"
 )
 
 // AllReduceTime is how long an all-reduce of bytes over the given devices
@@ -44,16 +45,24 @@ const (
 // across hosts, as AllReduceTime), so an all-reduce takes exactly their
 // sum.
 func CollectiveTime(c *cluster.Cluster, kind CollectiveKind, devs []int, bytes int64) float64 {
+	return collectiveTime(c, kind, devs, bytes, 1)
+}
+
+// collectiveTime is CollectiveTime with the hosts' network cards shared
+// by streams such collectives at once (the members of a tensor-parallel
+// group, each reducing its shard with its peers in the other replicas).
+func collectiveTime(c *cluster.Cluster, kind CollectiveKind, devs []int, bytes int64, streams int) float64 {
 	f := 1.0
 	if kind == AllReduce {
 		f = 2
 	}
-	return f * ringPhaseTime(c, devs, bytes)
+	return f * ringPhaseTime(c, devs, bytes, streams)
 }
 
 // ringPhaseTime is the time of one phase (a reduce-scatter or an
-// all-gather) of bytes over devs: half an all-reduce.
-func ringPhaseTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
+// all-gather) of bytes over devs, with each host's network card shared
+// by streams such phases: half an all-reduce.
+func ringPhaseTime(c *cluster.Cluster, devs []int, bytes int64, streams int) float64 {
 	r := len(devs)
 	if r < 2 || bytes <= 0 {
 		return 0
@@ -98,7 +107,7 @@ func ringPhaseTime(c *cluster.Cluster, devs []int, bytes int64) float64 {
 	}
 	bw, lat := ring(c, leaders)
 	h := float64(len(hosts))
-	return t + (h-1)/h*b/bw + (h-1)*lat
+	return t + (h-1)/h*b*float64(max(streams, 1))/bw + (h-1)*lat
 }
 
 // ring is the slowest bandwidth and the largest latency of the links of
@@ -127,4 +136,8 @@ type Collective struct {
 	// holds (the whole buffer, not one device's shard).
 	Bytes      int64
 	Start, End float64
+	// Tensor is the activation a tensor-parallel sync collects over its
+	// group (Stage's first replica); -1 for the replicas' gradient and
+	// parameter buckets.
+	Tensor graph.TensorID
 }

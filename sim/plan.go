@@ -226,6 +226,12 @@ func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
 		if st.Sharding > ZeRO2 {
 			return nil, nil, fmt.Errorf("stage %d: unknown sharding %d", s, st.Sharding)
 		}
+		if st.Tensor < 0 {
+			return nil, nil, fmt.Errorf("stage %d: tensor-parallel degree %d is negative", s, st.Tensor)
+		}
+		if st.Tensor > 1 && len(st.Replicas[0]) != st.Tensor {
+			return nil, nil, fmt.Errorf("stage %d is tensor-parallel over %d devices, but its replicas have %d", s, st.Tensor, len(st.Replicas[0]))
+		}
 		for k, rep := range st.Replicas {
 			if len(rep) != len(st.Replicas[0]) {
 				return nil, nil, fmt.Errorf("stage %d: replica %d has %d devices, replica 0 has %d", s, k, len(rep), len(st.Replicas[0]))
@@ -248,6 +254,64 @@ func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
 		if !slices.Contains(stages[s].Replicas[0], p.Device[op]) {
 			return nil, nil, fmt.Errorf("op %q is in stage %d but placed on device %d, outside the stage's first replica", g.Ops[op].Name, s, p.Device[op])
 		}
+		if st := stages[s]; st.Tensor > 1 && p.Device[op] != st.Replicas[0][0] {
+			return nil, nil, fmt.Errorf("op %q is in tensor-parallel stage %d but placed on device %d, not the group's first device %d", g.Ops[op].Name, s, p.Device[op], st.Replicas[0][0])
+		}
+	}
+	if err := p.Split.check(g); err != nil {
+		return nil, nil, err
 	}
 	return opStage, stages, nil
+}
+
+// check validates a split against a graph; a nil split is valid.
+func (sp *TensorSplit) check(g *graph.Graph) error {
+	if sp == nil {
+		return nil
+	}
+	if sp.Split != nil && len(sp.Split) != len(g.Ops) {
+		return fmt.Errorf("tensor split covers %d ops, the graph has %d", len(sp.Split), len(g.Ops))
+	}
+	if sp.Divided != nil && len(sp.Divided) != len(g.Tensors) {
+		return fmt.Errorf("tensor split covers %d tensors, the graph has %d", len(sp.Divided), len(g.Tensors))
+	}
+	if sp.Syncs != nil && len(sp.Syncs) != len(g.Ops) {
+		return fmt.Errorf("tensor split has syncs for %d ops, the graph has %d", len(sp.Syncs), len(g.Ops))
+	}
+	for op, share := range sp.Split {
+		if !(share >= 0 && share <= 1) {
+			return fmt.Errorf("op %q: split share %v is outside [0, 1]", g.Ops[op].Name, share)
+		}
+	}
+	for op, syncs := range sp.Syncs {
+		for _, y := range syncs {
+			switch y.Kind {
+			case AllReduce, ReduceScatter, AllGather:
+			default:
+				return fmt.Errorf("op %q: unknown collective %q", g.Ops[op].Name, y.Kind)
+			}
+			if y.Bytes < 0 || y.Tensor < 0 || int(y.Tensor) >= len(g.Tensors) {
+				return fmt.Errorf("op %q: a %s of %d bytes on tensor %d of %d", g.Ops[op].Name, y.Kind, y.Bytes, y.Tensor, len(g.Tensors))
+			}
+		}
+	}
+	return nil
+}
+
+// tensorDegree is each device's tensor-parallel degree: its stage's
+// Tensor for the devices of a tensor-parallel stage's first replica, else
+// 1.
+func tensorDegree(stages []Stage, nd int) []int {
+	tp := make([]int, nd)
+	for d := range tp {
+		tp[d] = 1
+	}
+	for _, st := range stages {
+		if st.Tensor > 1 {
+			for _, d := range st.Replicas[0] {
+				tp[d] = st.Tensor
+			}
+		}
+	}
+	return tp
 }

@@ -43,6 +43,11 @@ type StageResult struct {
 	// AllReduceBytes their sizes.
 	AllReduce      float64
 	AllReduceBytes int64
+	// TensorSync sums the durations of the tensor-parallel syncs the
+	// stage's first group ran (inside its ops' times); TensorSyncBytes
+	// their buffers.
+	TensorSync      float64
+	TensorSyncBytes int64
 	// AliveMicroBatches is the most micro-batches the stage had started
 	// and not finished at once (their activations stashed).
 	AliveMicroBatches int
@@ -307,6 +312,13 @@ type state struct {
 	replicas []int // per stage
 	devStage []int // per device: stage of a first-replica device, or -1
 
+	// Tensor parallelism: split is the plan's; tp[d] the degree of d's
+	// group (1: none); syncTime[op] the time of op's syncs for one of its
+	// runs, which its task time includes.
+	split    *TensorSplit
+	tp       []int
+	syncTime []float64
+
 	// gradOf[t] is the gradient buffer a weight gradient sums into (-1
 	// for other tensors): every gradient of one parameter produced on one
 	// device adds into one buffer, as autograd accumulates into .grad, and
@@ -386,6 +398,8 @@ func newState(t *cost.Table, adj *graph.Adjacency, f *facts, p *Plan, opStage []
 			s.devStage[d] = i
 		}
 	}
+	s.split, s.tp = p.Split, tensorDegree(stages, nd)
+	s.syncTimes()
 	s.prio = p.Priority
 	if s.prio == nil {
 		s.prio = f.pos
@@ -865,10 +879,51 @@ func (s *state) sharding(d int) (Sharding, int) {
 	return s.stages[st].Sharding, s.replicas[st]
 }
 
+// syncTimes works out each op's tensor-parallel syncs for one run: the
+// collectives over its group's devices of the share of each tensor one
+// run holds.
+func (s *state) syncTimes() {
+	s.syncTime = nil
+	if s.split == nil || s.split.Syncs == nil {
+		return
+	}
+	for op, syncs := range s.split.Syncs {
+		d := s.dev[op]
+		if len(syncs) == 0 || s.tp[d] < 2 {
+			continue
+		}
+		if s.syncTime == nil {
+			s.syncTime = make([]float64, len(s.g.Ops))
+		}
+		group := s.stages[s.devStage[d]].Replicas[0]
+		for _, y := range syncs {
+			s.syncTime[op] += CollectiveTime(s.c, y.Kind, group, s.syncBytes(graph.OpID(op), y))
+		}
+	}
+}
+
+// syncBytes is the buffer of one run of op's sync y: a micro-batch's
+// and replica's share of the tensor for an op run per micro-batch.
+func (s *state) syncBytes(op graph.OpID, y Sync) int64 {
+	if !s.perMB[op] {
+		return y.Bytes
+	}
+	return ceilDiv(y.Bytes, int64(s.replicas[s.devStage[s.dev[op]]]*s.M))
+}
+
+// divided reports whether device d holds 1/tp of tensor t: d is in a
+// tensor-parallel group and the split divides t.
+func (s *state) divided(t graph.TensorID, d int) bool {
+	return s.tp[d] > 1 && s.split != nil && s.split.Divided != nil && s.split.Divided[t]
+}
+
 // memBytes is the size of tensor t's instance on device d.
 func (s *state) memBytes(t graph.TensorID, d int) int64 {
 	tn := &s.g.Tensors[t]
 	b := tn.Bytes()
+	if s.divided(t, d) {
+		b = ceilDiv(b, int64(s.tp[d]))
+	}
 	switch {
 	case tn.Kind.IsResident():
 		if s.optState[t] {
@@ -889,7 +944,11 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 				return 0
 			}
 			for _, m := range buf.members {
-				b = max(b, s.g.Tensors[m].Bytes())
+				mb := s.g.Tensors[m].Bytes()
+				if s.divided(m, d) {
+					mb = ceilDiv(mb, int64(s.tp[d]))
+				}
+				b = max(b, mb)
 			}
 			if s.shrunk[t] {
 				_, r := s.sharding(buf.src)
@@ -906,9 +965,26 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// taskTime is how long task k runs on its device.
+// taskTime is how long task k runs on its device, its tensor-parallel
+// syncs included.
 func (s *state) taskTime(op graph.OpID, d int) float64 {
+	t := s.computeTime(op, d)
+	if s.syncTime != nil {
+		t += s.syncTime[op]
+	}
+	return t
+}
+
+// computeTime is how long one run of op computes on device d: its share
+// of the micro-batch, of a tensor-parallel split and of a ZeRO update.
+func (s *state) computeTime(op graph.OpID, d int) float64 {
 	full := s.t.OpTime(op, d)
+	if tp := s.tp[d]; tp > 1 && s.split != nil && s.split.Split != nil && full > 0 {
+		if share := float64(s.split.Split[op]); share > 0 {
+			launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
+			full = (full-launch)*(1-share+share/float64(tp)) + launch
+		}
+	}
 	if !s.perMB[op] {
 		if s.g.Ops[op].Phase == graph.Update && full > 0 {
 			if z, r := s.sharding(d); z >= ZeRO1 {
@@ -1081,6 +1157,9 @@ func (s *state) startTouched(now float64) {
 		s.res.Busy[d] += dur
 		st := s.opStage[op]
 		sr := &s.res.Stages[st]
+		if s.syncTime != nil && s.syncTime[op] > 0 {
+			s.recordSyncs(op, st, now+dur-s.syncTime[op])
+		}
 		if s.perMB[op] {
 			if i := st*s.M + mb; !s.mbStarted[i] {
 				s.mbStarted[i] = true
@@ -1109,6 +1188,21 @@ func (s *state) startTouched(now float64) {
 		}
 		s.alloc(now, d, bytes+s.tempBytes(op, d))
 		s.push(event{time: now + dur, kind: evOpDone, id: k})
+	}
+}
+
+// recordSyncs lists one run's tensor-parallel syncs of op, the first
+// starting at start, among the step's collectives.
+func (s *state) recordSyncs(op graph.OpID, st int, start float64) {
+	sr := &s.res.Stages[st]
+	group := s.stages[st].Replicas[0]
+	for _, y := range s.split.Syncs[op] {
+		b := s.syncBytes(op, y)
+		end := start + CollectiveTime(s.c, y.Kind, group, b)
+		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
+		sr.TensorSync += end - start
+		sr.TensorSyncBytes += b
+		start = end
 	}
 }
 
@@ -1331,16 +1425,34 @@ func (s *state) launchBuckets(d int, now float64) {
 	for _, r := range res {
 		start = max(start, s.free[r])
 	}
-	end := start + CollectiveTime(s.c, bk.kind, bk.devices, bk.bytes)
+	// The other members of a tensor-parallel group run the same
+	// collective on their shards at once, through the same network cards.
+	end := start + collectiveTime(s.c, bk.kind, bk.devices, bk.bytes, s.groupOnHost(d))
 	for _, r := range res {
 		s.free[r] = end
 	}
 	s.inFlight[d] = true
-	s.res.Collectives = append(s.res.Collectives, Collective{Kind: bk.kind, Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end})
+	s.res.Collectives = append(s.res.Collectives, Collective{Kind: bk.kind, Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end, Tensor: -1})
 	sr := &s.res.Stages[bk.stage]
 	sr.AllReduce += end - start
 	sr.AllReduceBytes += bk.bytes
 	s.push(event{time: end, kind: evReduced, id: b})
+}
+
+// groupOnHost is how many devices of d's tensor-parallel group share
+// d's host (1 outside tensor parallelism): the collectives they run at
+// once share its network card.
+func (s *state) groupOnHost(d int) int {
+	if s.tp[d] < 2 {
+		return 1
+	}
+	n, h := 0, s.c.Devices[d].Host
+	for _, m := range s.stages[s.devStage[d]].Replicas[0] {
+		if s.c.Devices[m].Host == h {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *state) reduced(b int32, now float64) {
@@ -1503,7 +1615,20 @@ func (s *state) finish() {
 	if len(s.stages) > 1 && res.Step > 0 {
 		res.Bubble = 1 - busy/(float64(len(s.stages))*res.Step)
 	}
-	// Replicas mirror their first replica's devices.
+	// A tensor-parallel group's members mirror its first device, and
+	// replicas mirror their first replica's devices.
+	for _, st := range s.stages {
+		if st.Tensor < 2 {
+			continue
+		}
+		f := st.Replicas[0][0]
+		for _, d := range st.Replicas[0][1:] {
+			res.PeakMemory[d], res.ResidentMemory[d], res.Busy[d] = res.PeakMemory[f], res.ResidentMemory[f], res.Busy[f]
+			if res.Memory != nil {
+				res.Memory[d] = res.Memory[f]
+			}
+		}
+	}
 	for _, st := range s.stages {
 		for _, rep := range st.Replicas[1:] {
 			for i, d := range rep {

@@ -1,0 +1,132 @@
+package sim_test
+
+import (
+	"testing"
+
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/graph/graphtest"
+	"github.com/opplace/opplace/sim"
+)
+
+// mlp is x -> a(w1) -> b(w2): two 4-GFLOP layers whose weights hold w
+// bytes each and whose outputs hold act bytes.
+func mlp(w, act int64) *graphtest.Builder {
+	return graphtest.New("mlp").Input("x", act).Param("w1", w).Param("w2", w).
+		Op("a", 4e9, act, "x", "w1").Op("b", 4e9, act, "a", "w2").Output("b")
+}
+
+// megatron is the column-then-row split of mlp over a group of t: both
+// layers split, both weights divided, the first layer's output divided,
+// the second's a partial sum all-reduced after it.
+func megatron(g *graph.Graph) *sim.TensorSplit {
+	sp := &sim.TensorSplit{Split: []float32{1, 1}, Divided: make([]bool, len(g.Tensors)), Syncs: make([][]sim.Sync, 2)}
+	for _, n := range []string{"w1", "w2", "a"} {
+		id, _ := g.TensorByName(n)
+		sp.Divided[id] = true
+	}
+	b, _ := g.TensorByName("b")
+	sp.Syncs[1] = []sim.Sync{{Kind: sim.AllReduce, Tensor: b, Bytes: g.Tensors[b].Bytes()}}
+	return sp
+}
+
+// TestTensorParallel checks a tensor-parallel stage against the model of
+// docs/model.md: each member computes 1/t of a split op, the group waits
+// for an op's syncs, a divided tensor takes 1/t of each member's memory,
+// and every member mirrors the first.
+func TestTensorParallel(t *testing.T) {
+	const w, act = 1 << 20, 1e9 // act: 1 s over a 1 GB/s link
+	for _, tp := range []int{2, 4} {
+		b := mlp(w, act)
+		g := b.G
+		c := graphtest.Cluster(giga, 0, devices(tp, 1<<40)...)
+		group := make([]int, tp)
+		for i := range group {
+			group[i] = i
+		}
+		plan := &sim.Plan{Placement: sim.Placement{Device: []int{0, 0}},
+			Stages: []sim.Stage{{Replicas: [][]int{group}, Tensor: tp}}, Split: megatron(g)}
+		res := runPlan(t, g, c, plan)
+		// Each layer 4/t s; the all-reduce moves 2(t-1)/t of act.
+		ar := 2 * float64(tp-1) / float64(tp) * act / giga
+		if want := 8/float64(tp) + ar; !near(res.Step, want) {
+			t.Errorf("t=%d: step %g s, want %g", tp, res.Step, want)
+		}
+		if len(res.Collectives) != 1 || res.Collectives[0].Kind != sim.AllReduce || res.Collectives[0].Bytes != act || !near(res.Collectives[0].End-res.Collectives[0].Start, ar) {
+			t.Errorf("t=%d: collectives %+v, want one all-reduce of %g bytes taking %g s", tp, res.Collectives, act, ar)
+		}
+		if got := res.Stages[0].TensorSync; !near(got, ar) {
+			t.Errorf("t=%d: stage sync time %g, want %g", tp, got, ar)
+		}
+		if got, want := res.ResidentMemory[0], int64(2*w/tp); got != want {
+			t.Errorf("t=%d: resident %d bytes, want the weights' shards %d", tp, got, want)
+		}
+		for d := 1; d < tp; d++ {
+			if res.PeakMemory[d] != res.PeakMemory[0] || res.Busy[d] != res.Busy[0] {
+				t.Errorf("t=%d: member %d peak %d busy %g, the first %d and %g", tp, d, res.PeakMemory[d], res.Busy[d], res.PeakMemory[0], res.Busy[0])
+			}
+		}
+		// The same plan unsplit: every member runs both layers whole.
+		plan.Split = nil
+		if res := runPlan(t, g, c, plan); !near(res.Step, 8) || res.ResidentMemory[0] != 2*w {
+			t.Errorf("t=%d unsplit: step %g resident %d, want 8 s and %d", tp, res.Step, res.ResidentMemory[0], 2*w)
+		}
+	}
+}
+
+// TestTensorParallelShares: a fused kernel half split runs (1-s)+s/t of
+// its work; micro-batches and replicas take their share of every sync.
+func TestTensorParallelShares(t *testing.T) {
+	const act = 1e9
+	b := mlp(1, act)
+	g := b.G
+	c := graphtest.Cluster(giga, 0, devices(4, 1<<40)...)
+	sp := megatron(g)
+	sp.Split[0] = 0.5
+	plan := &sim.Plan{Placement: sim.Placement{Device: []int{0, 0}}, MicroBatches: 2,
+		Stages: []sim.Stage{{Replicas: [][]int{{0, 1}, {2, 3}}, Tensor: 2}}, Split: sp}
+	res := runPlan(t, g, c, plan)
+	// Per micro-batch of one replica (a quarter of the batch): layer a
+	// 1 s × 3/4, layer b 1 s / 2, the all-reduce of act/4 over 2 devices.
+	ar := act / 4 / giga
+	if want := 2 * (0.75 + 0.5 + ar); !near(res.Step, want) {
+		t.Errorf("step %g, want %g", res.Step, want)
+	}
+	var n int
+	for _, col := range res.Collectives {
+		if col.Tensor >= 0 {
+			n++
+			if col.Bytes != act/4 {
+				t.Errorf("sync of %d bytes, want %g", col.Bytes, act/4)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d syncs, want one per micro-batch", n)
+	}
+	for d := 1; d < 4; d++ {
+		if res.PeakMemory[d] != res.PeakMemory[0] {
+			t.Errorf("device %d peak %d, device 0 %d", d, res.PeakMemory[d], res.PeakMemory[0])
+		}
+	}
+}
+
+// TestTensorParallelInvalid: plans that break the contract are errors.
+func TestTensorParallelInvalid(t *testing.T) {
+	g := mlp(1, 1).G
+	c := graphtest.Cluster(giga, 0, devices(4, 1<<40)...)
+	adj := g.BuildAdjacency()
+	order, _ := g.TopoOrder(adj)
+	tab := cost.NewTable(g, c, cost.Roofline{ComputeEfficiency: 1, MemoryEfficiency: 1})
+	for name, p := range map[string]*sim.Plan{
+		"group size":   {Placement: sim.Placement{Device: []int{0, 0}}, Stages: []sim.Stage{{Replicas: [][]int{{0, 1, 2}}, Tensor: 2}}},
+		"not on first": {Placement: sim.Placement{Device: []int{0, 1}}, Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}},
+		"short split":  {Placement: sim.Placement{Device: []int{0, 0}}, Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}, Split: &sim.TensorSplit{Split: []float32{1}}},
+		"share":        {Placement: sim.Placement{Device: []int{0, 0}}, Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}, Split: &sim.TensorSplit{Split: []float32{2, 0}}},
+		"sync kind":    {Placement: sim.Placement{Device: []int{0, 0}}, Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}, Split: &sim.TensorSplit{Syncs: [][]sim.Sync{{{Kind: "broadcast"}}, nil}}},
+	} {
+		if _, err := sim.Run(tab, adj, order, p); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
