@@ -1,12 +1,14 @@
 package sim_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/train"
 )
 
 // mlp is x -> a(w1) -> b(w2): two 4-GFLOP layers whose weights hold w
@@ -127,6 +129,55 @@ func TestTensorParallelInvalid(t *testing.T) {
 	} {
 		if _, err := sim.Run(tab, adj, order, p); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestTensorParallelReplicas: the replicas of a tensor-parallel stage
+// all-reduce the gradients of divided weights, each member its shard.
+func TestTensorParallelReplicas(t *testing.T) {
+	const w = 1 << 20
+	b := mlp(w, 1000)
+	for i := range b.G.Tensors {
+		b.G.Tensors[i].DType = graph.Float32
+	}
+	g, _, err := train.Build(b.G, train.Options{Optimizer: train.Adam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &sim.TensorSplit{Split: make([]float32, len(g.Ops)), Divided: make([]bool, len(g.Tensors))}
+	for i := range g.Tensors {
+		// The weights, their gradients and their Adam moments.
+		sp.Divided[i] = strings.Contains(g.Tensors[i].Name, "w1") || strings.Contains(g.Tensors[i].Name, "w2")
+	}
+	for i := range sp.Split {
+		sp.Split[i] = 1
+	}
+	c := graphtest.Cluster(giga, 0, devices(4, 1<<40)...)
+	plan := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(g.Ops))}, BucketBytes: 1,
+		Stages: []sim.Stage{{Replicas: [][]int{{0, 1}, {2, 3}}, Tensor: 2}}, Split: sp}
+	res := runPlan(t, g, c, plan)
+	var buckets int
+	for _, col := range res.Collectives {
+		if col.Tensor < 0 {
+			buckets++
+			// A float32 weight of w bytes... w elements: 4w bytes, half
+			// on each member.
+			if col.Bytes != 4*w/2 || len(col.Devices) != 2 || col.Devices[0] != 0 || col.Devices[1] != 2 {
+				t.Errorf("bucket %+v, want %d bytes over devices 0 and 2", col, 4*w/2)
+			}
+		}
+	}
+	if buckets != 2 {
+		t.Errorf("%d gradient buckets, want one per weight", buckets)
+	}
+	// Resident: two weights and four moments, halved.
+	if got, want := res.ResidentMemory[0], int64(6*4*w/2); got != want {
+		t.Errorf("resident %d, want %d", got, want)
+	}
+	for d := 1; d < 4; d++ {
+		if res.PeakMemory[d] != res.PeakMemory[0] {
+			t.Errorf("device %d peak %d, device 0 %d", d, res.PeakMemory[d], res.PeakMemory[0])
 		}
 	}
 }
