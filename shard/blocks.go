@@ -19,6 +19,35 @@ type region struct {
 	sig string
 }
 
+// inert reports whether op of region k is a constant of the region's
+// program: it has only the replicated strategy and reads nothing an op
+// of the region with a choice makes. Signatures leave inert ops out, so
+// GPT-2's first block, which holds one extra constant its successors
+// read, is still their twin.
+func (p *problem) inert(op graph.OpID, k int) bool {
+	if len(p.strats[op]) > 1 {
+		return false
+	}
+	for _, x := range p.g.Ops[op].Inputs {
+		if u := p.g.Tensors[x].Producer; u != graph.NoOp && p.region[u] == k && len(p.strats[u]) > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// vars are the ops of r that are not inert, in order: the ops a twin's
+// choice is copied to.
+func (p *problem) vars(r region) []graph.OpID {
+	var v []graph.OpID
+	for _, op := range r.ops {
+		if !p.inert(op, p.region[op]) {
+			v = append(v, op)
+		}
+	}
+	return v
+}
+
 // regions cuts the forward ops into blocks by module (partition's
 // ModuleKeys: a transformer's layers), keeps as blocks the modules whose
 // structure repeats, and puts every other forward op into one last
@@ -57,26 +86,17 @@ func (p *problem) regions() ([]region, int, int) {
 		count[sigs[k]]++
 	}
 	var out []region
-	var rest []graph.OpID
 	distinct := map[string]bool{}
-	restID := len(groups)
 	for k, ops := range groups {
 		if count[sigs[k]] >= 2 {
 			out = append(out, region{ops: ops, sig: sigs[k]})
 			distinct[sigs[k]] = true
-			continue
 		}
-		rest = append(rest, ops...)
 	}
 	blocks := len(out)
+	var rest []graph.OpID
 	for i := range g.Ops {
 		if g.Ops[i].Phase == graph.Forward && (keys[i] == "" || count[sigs[p.region[i]]] < 2) {
-			p.region[i] = restID
-		}
-	}
-	rest = rest[:0]
-	for i := range g.Ops {
-		if p.region[i] == restID {
 			rest = append(rest, graph.OpID(i))
 		}
 	}
@@ -96,10 +116,19 @@ func (p *problem) regions() ([]region, int, int) {
 // per op in order its type, attributes, work and times, each input's
 // type and shape and whether it comes from inside the block (and from
 // which op and output) or outside, and per output whether it is read
-// outside the block where its producer could leave it unreplicated.
+// outside the block where its producer could leave it unreplicated. An
+// input from an op of the block that has only the replicated strategy
+// counts as one from outside: the programs price both alike.
 // Blocks of equal signature have equal programs.
 func (p *problem) signature(ops []graph.OpID, k int) string {
 	g := p.g
+	var vars []graph.OpID
+	for _, op := range ops {
+		if !p.inert(op, k) {
+			vars = append(vars, op)
+		}
+	}
+	ops = vars
 	local := make(map[graph.OpID]int, len(ops))
 	for i, op := range ops {
 		local[op] = i
@@ -118,7 +147,10 @@ func (p *problem) signature(ops []graph.OpID, k int) string {
 			tensor(x)
 			tt := &g.Tensors[x]
 			switch {
-			case tt.Producer != graph.NoOp && p.region[tt.Producer] == k && g.Ops[tt.Producer].Phase == graph.Forward:
+			case tt.Producer != graph.NoOp && p.region[tt.Producer] == k && g.Ops[tt.Producer].Phase == graph.Forward && len(p.strats[tt.Producer]) > 1:
+				// An op with one strategy leaves its outputs replicated,
+				// as if made outside: GPT-2's blocks read a constant of
+				// their first block's, which block 0 makes itself.
 				fmt.Fprintf(&b, "@%d.%d", local[tt.Producer], slices.Index(g.Ops[tt.Producer].Outputs, x))
 			case tt.Kind == graph.Parameter:
 				u := p.update[x]

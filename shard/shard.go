@@ -96,10 +96,11 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 	}
 	regions, blocks, distinct := p.regions()
 	sol := &Solution{Blocks: blocks, Distinct: distinct}
-	solved := map[string][]int{} // signature -> choice per local op
+	solved := map[string][]int{} // signature -> choice per op of vars
 	for _, r := range regions {
+		vars := p.vars(r)
 		if c, ok := solved[r.sig]; ok && r.sig != "" {
-			for i, op := range r.ops {
+			for i, op := range vars {
 				p.choice[op] = c[i]
 			}
 			continue
@@ -115,7 +116,11 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 			p.choice[op] = c[i]
 		}
 		if r.sig != "" {
-			solved[r.sig] = c
+			cv := make([]int, len(vars))
+			for i, op := range vars {
+				cv[i] = p.choice[op]
+			}
+			solved[r.sig] = cv
 		}
 	}
 	p.assemble(sol)
