@@ -117,7 +117,7 @@ func TestTransformerBlocks(t *testing.T) {
 func TestGPT2XLOneDistinctBlock(t *testing.T) {
 	g := loadStep(t, "gpt2_xl", 4)
 	for _, tc := range []struct {
-		t          int
+		t         int
 		attention [3]string // qkv, scores, proj
 		fwd, bwd  int       // all-reduces per block
 		gathers   int       // forward all-gathers per block
