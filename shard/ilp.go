@@ -1,0 +1,252 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/cbc"
+)
+
+// scale turns seconds into the program's unit, microseconds, so Cbc's
+// absolute tolerances are far below any real difference.
+const scale = 1e6
+
+// tieBreak is added per strategy index (in the program's unit): among
+// equally cheap choices the earlier strategy wins, replicated first, so
+// the solution does not depend on the solver's path.
+const tieBreak = 1e-7
+
+// ilp is the program of one region under construction.
+type ilp struct {
+	pr   cbc.Problem
+	rows int
+	// x[i][s] is the column of local op i's strategy s.
+	x [][]int
+}
+
+func (q *ilp) col(obj float64, integer bool) int {
+	c := len(q.pr.Cols)
+	q.pr.Cols = append(q.pr.Cols, nil)
+	q.pr.ColLower = append(q.pr.ColLower, 0)
+	q.pr.ColUpper = append(q.pr.ColUpper, 1)
+	q.pr.Obj = append(q.pr.Obj, obj)
+	if integer {
+		q.pr.Integer = append(q.pr.Integer, c)
+	}
+	return c
+}
+
+func (q *ilp) row(lo, hi float64, cols []int, vals []float64) {
+	r := q.rows
+	q.rows++
+	q.pr.RowLower = append(q.pr.RowLower, lo)
+	q.pr.RowUpper = append(q.pr.RowUpper, hi)
+	for i, c := range cols {
+		q.pr.Cols[c] = append(q.pr.Cols[c], cbc.Entry{Row: r, Value: vals[i]})
+	}
+}
+
+// pairCost charges cost once both a producer choice (the columns of
+// prod) and a consumer choice (the columns of cons) are taken: a
+// continuous y >= sum(prod) + sum(cons) - 1 with cost on y, which the
+// minimisation holds at the product. cons nil charges it whenever prod
+// is chosen.
+func (q *ilp) pairCost(cost float64, prod, cons []int) int {
+	y := q.col(cost, false)
+	cols := []int{y}
+	vals := []float64{1}
+	for _, c := range prod {
+		cols, vals = append(cols, c), append(vals, -1)
+	}
+	lo := 0.0
+	if cons != nil {
+		lo = -1
+		for _, c := range cons {
+			cols, vals = append(cols, c), append(vals, -1)
+		}
+	}
+	q.row(lo, cbc.Inf, cols, vals)
+	return y
+}
+
+// solveRegion builds and solves the program of region r: one binary per
+// (op, strategy), exactly one per op, and a cost variable per
+// (tensor, producer layout, needed layout) that needs a collective in
+// the forward pass and per (edge, gradient layout, producer layout)
+// that needs one in the backward pass. It returns each op's strategy
+// index, in r.ops order.
+func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, error) {
+	g := p.g
+	q := &ilp{}
+	local := make(map[graph.OpID]int, len(r.ops))
+	for i, op := range r.ops {
+		local[op] = i
+	}
+	rid := p.region[r.ops[0]]
+	q.x = make([][]int, len(r.ops))
+	for i, op := range r.ops {
+		for si, st := range p.strats[op] {
+			obj := p.opTime(op)*p.share(st.split) + p.edgeConst(op, st)
+			q.x[i] = append(q.x[i], q.col(obj*scale+tieBreak*float64(si), true))
+		}
+		ones := make([]float64, len(q.x[i]))
+		for k := range ones {
+			ones[k] = 1
+		}
+		q.row(1, 1, q.x[i], ones)
+	}
+	// Columns of op i's strategies whose layout at a position is l.
+	with := func(i int, l Layout, at func(strategy) Layout) []int {
+		var cols []int
+		for si, st := range p.strats[r.ops[i]] {
+			if at(st) == l {
+				cols = append(cols, q.x[i][si])
+			}
+		}
+		return cols
+	}
+	distinct := func(i int, at func(strategy) Layout) []Layout {
+		var ls []Layout
+		for _, st := range p.strats[r.ops[i]] {
+			if l := at(st); !slices.Contains(ls, l) {
+				ls = append(ls, l)
+			}
+		}
+		return ls
+	}
+	for i, u := range r.ops {
+		for k, x := range g.Ops[u].Outputs {
+			outK := func(st strategy) Layout { return st.out[k] }
+			lps := distinct(i, outK)
+			bytes := g.Tensors[x].Bytes()
+			outside := p.readOutside(x, rid)
+			// Forward: one collective per (producer layout, needed
+			// layout), however many consumers need it.
+			type need struct {
+				lt   Layout
+				cons []int // nil: the outside reader
+			}
+			var needs []need
+			if outside {
+				needs = append(needs, need{Replicated, nil})
+			}
+			for _, v := range g.Tensors[x].Consumers {
+				j, ok := local[v]
+				if !ok || g.Ops[v].Phase != graph.Forward {
+					continue
+				}
+				for pos, in := range g.Ops[v].Inputs {
+					if in != x {
+						continue
+					}
+					inPos := func(st strategy) Layout { return st.in[pos] }
+					gradPos := func(st strategy) Layout { return st.grad[pos] }
+					for _, lt := range distinct(j, inPos) {
+						needs = append(needs, need{lt, with(j, lt, inPos)})
+					}
+					if !p.hasGrad(x) {
+						continue
+					}
+					// Backward: each consumer's gradient op writes its own
+					// gradient of x, converted to what u's gradient needs.
+					for _, gl := range distinct(j, gradPos) {
+						for _, lp := range lps {
+							if c := p.convCost(gl, dual(lp), bytes); c > 0 {
+								q.pairCost(c*scale, with(i, lp, outK), with(j, gl, gradPos))
+							}
+						}
+					}
+				}
+			}
+			type key struct{ lp, lt Layout }
+			ys := map[key]int{}
+			for _, n := range needs {
+				for _, lp := range lps {
+					c := p.convCost(lp, n.lt, bytes)
+					if c <= 0 {
+						continue
+					}
+					kk := key{lp, n.lt}
+					if y, ok := ys[kk]; ok {
+						// Another consumer needing the same conversion:
+						// the same y must cover it.
+						cols := []int{y}
+						vals := []float64{1}
+						for _, cc := range with(i, lp, outK) {
+							cols, vals = append(cols, cc), append(vals, -1)
+						}
+						lo := 0.0
+						if n.cons != nil {
+							lo = -1
+							for _, cc := range n.cons {
+								cols, vals = append(cols, cc), append(vals, -1)
+							}
+						}
+						q.row(lo, cbc.Inf, cols, vals)
+						continue
+					}
+					ys[kk] = q.pairCost(c*scale, with(i, lp, outK), n.cons)
+				}
+			}
+		}
+	}
+	q.pr.MaxSeconds = limit.Seconds()
+	sol, err := cbc.Solve(&q.pr)
+	if err != nil {
+		return nil, "", fmt.Errorf("shard: %w", err)
+	}
+	choice := make([]int, len(r.ops))
+	if sol.X == nil {
+		return choice, fmt.Sprintf("the program of %d ops found no solution (%s); its ops stay replicated", len(r.ops), sol.Status), nil
+	}
+	for i := range r.ops {
+		best := 0
+		for si, c := range q.x[i] {
+			if sol.X[c] > sol.X[q.x[i][best]] {
+				best = si
+			}
+		}
+		choice[i] = best
+	}
+	note := ""
+	if sol.Status != cbc.Optimal {
+		note = fmt.Sprintf("the program of %d ops stopped at its time limit (%s); its best solution is kept", len(r.ops), sol.Status)
+	}
+	return choice, note, nil
+}
+
+// edgeConst is the cost of strategy st of op v that does not depend on
+// another op of v's region: the backward collective of an input from
+// outside the region (taken replicated) or of a parameter (held as st
+// reads it), and the update of a parameter v reads first, divided when
+// st splits the parameter.
+func (p *problem) edgeConst(v graph.OpID, st strategy) float64 {
+	g := p.g
+	cost := 0.0
+	seen := map[graph.TensorID]bool{}
+	for j, x := range g.Ops[v].Inputs {
+		tt := &g.Tensors[x]
+		internal := tt.Producer != graph.NoOp && g.Ops[tt.Producer].Phase == graph.Forward && p.region[tt.Producer] == p.region[v]
+		if internal || seen[x] {
+			continue
+		}
+		seen[x] = true
+		lp := Replicated
+		if tt.Kind == graph.Parameter {
+			lp = st.in[j]
+			if u := p.update[x]; u != graph.NoOp && tt.Consumers[0] == v {
+				s := float32(0)
+				if lp.IsSplit() {
+					s = 1
+				}
+				cost += p.m.OpTime(u) * p.share(s)
+			}
+		}
+		if p.hasGrad(x) {
+			cost += p.convCost(st.grad[j], dual(lp), tt.Bytes())
+		}
+	}
+	return cost
+}
