@@ -112,12 +112,24 @@ func assemble(_ context.Context, r *run) error {
 		})
 	}
 	for _, a := range res.Collectives {
-		p.AllReduces = append(p.AllReduces, plan.AllReduce{Kind: string(a.Kind), Stage: a.Stage, Devices: deviceNames(r, a.Devices),
-			Bytes: a.Bytes, StartMS: plan.MS(a.Start), EndMS: plan.MS(a.End)})
+		ar := plan.AllReduce{Kind: string(a.Kind), Stage: a.Stage, Devices: deviceNames(r, a.Devices),
+			Bytes: a.Bytes, StartMS: plan.MS(a.Start), EndMS: plan.MS(a.End)}
+		if a.Tensor >= 0 {
+			ar.Tensor = g.Tensors[a.Tensor].Name
+		}
+		p.AllReduces = append(p.AllReduces, ar)
 	}
 	r.plan = p
 	if err := expandFusion(r); err != nil {
 		return err
+	}
+	if ts := o.Tensor; ts != nil {
+		// The split is on the original graph, whose ops the plan lists.
+		for i := range p.Ops {
+			if id, ok := r.model.Graph.OpByName(p.Ops[i].Name); ok && int(id) < len(ts.Choice) {
+				p.Ops[i].Shard = ts.Choice[id]
+			}
+		}
 	}
 	addStages(r, o.Pipeline)
 	return nil
@@ -213,6 +225,9 @@ func shape(p *sim.Plan, res *sim.Result, nd int) string {
 		fmt.Fprintf(&b, "%d stages x %s replica(s)", len(stages), reps[0])
 	default:
 		fmt.Fprintf(&b, "%d stages (%s replicas)", len(stages), strings.Join(reps, ","))
+	}
+	if t := stages[0].Tensor; t > 1 {
+		fmt.Fprintf(&b, ", tensor-parallel groups of %d", t)
 	}
 	if m := res.MicroBatches; m > 1 {
 		fmt.Fprintf(&b, ", %d micro-batches", m)
@@ -355,6 +370,10 @@ func addStages(r *run, pp *partition.Plan) {
 		}
 		st.DeviceType = strings.Join(types, ",")
 		fm := float64(M)
+		if stages[i].Tensor > 1 {
+			st.TensorParallel, st.TensorSyncMS, st.TensorSyncBytes = stages[i].Tensor, plan.MS(sr.TensorSync/fm), sr.TensorSyncBytes/int64(M)
+			p.TensorParallel = max(p.TensorParallel, st.TensorParallel)
+		}
 		compute, comm, sync := sr.Compute/fm, sr.Send/fm, (sr.AllReduce+sr.Update)/fm
 		st.ComputeMS, st.CommMS, st.SyncMS = plan.MS(compute), plan.MS(comm), plan.MS(sync)
 		st.TimeMS = plan.MS(compute + comm + sync)

@@ -41,6 +41,8 @@ type FusionReport struct {
 // expands the plan back to the original ops.
 type fusedState struct {
 	coarse *graph.Coarse
+	// fine prices the original ops.
+	fine cost.Model
 }
 
 // fuseGraph runs the fusion mode of Options.Fusion and replaces the graph
@@ -94,7 +96,7 @@ func fuseGraph(_ context.Context, r *run) error {
 	m := *r.model
 	m.Graph = c.Graph
 	r.model = &m
-	r.fused = &fusedState{coarse: c}
+	r.fused = &fusedState{coarse: c, fine: fine}
 	if rep != nil {
 		rep.OpsAfter, rep.Passes, rep.Coarse = len(c.Graph.Ops), fu.Passes, c
 	}
@@ -278,6 +280,9 @@ func expandFusion(r *run) error {
 	}
 	if r.placed != nil {
 		pl := *r.placed
+		if pl.Split != nil && r.outcomes[r.chosen].Tensor != nil {
+			pl.Split = r.outcomes[r.chosen].Tensor.Split
+		}
 		pl.Device = graph.Expand(c, pl.Device)
 		if pl.Priority != nil {
 			pl.Priority = graph.Expand(c, pl.Priority)

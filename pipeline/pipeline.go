@@ -424,6 +424,7 @@ func buildCosts(_ context.Context, r *run) error {
 	r.problem = strategy.NewProblem(p, r.model.Graph.Batch())
 	if r.fused != nil {
 		r.problem.Modules = partition.CoarseModuleKeys(r.fused.coarse)
+		r.problem.Fine = &strategy.Fine{Coarse: r.fused.coarse, Model: r.fused.fine}
 	}
 	if r.rules != nil {
 		p.Apart, p.Prefer = r.rules.apart, r.rules.prefer

@@ -74,8 +74,11 @@ type Plan struct {
 	// included; BubbleFraction the share of the stages' time idle in the
 	// step (plans of several stages). Stages always lists at least one
 	// stage: a placement or data-parallel plan is one.
-	Schedule       string  `json:"schedule,omitempty" yaml:"schedule,omitempty"`
-	Replicas       int     `json:"replicas,omitempty" yaml:"replicas,omitempty"`
+	Schedule string `json:"schedule,omitempty" yaml:"schedule,omitempty"`
+	Replicas int    `json:"replicas,omitempty" yaml:"replicas,omitempty"`
+	// TensorParallel is the largest tensor-parallel degree of a stage (0:
+	// none).
+	TensorParallel int     `json:"tensor_parallel,omitempty" yaml:"tensor_parallel,omitempty"`
 	MicroBatches   int     `json:"micro_batches,omitempty" yaml:"micro_batches,omitempty"`
 	BottleneckMS   float64 `json:"bottleneck_ms,omitempty" yaml:"bottleneck_ms,omitempty"`
 	BubbleFraction float64 `json:"bubble_fraction,omitempty" yaml:"bubble_fraction,omitempty"`
@@ -166,6 +169,10 @@ type Op struct {
 	// Stage is the index of the op's stage in Stages, when the plan has
 	// more than one stage (nil otherwise: every op is in stage 0).
 	Stage *int `json:"stage,omitempty" yaml:"stage,omitempty"`
+	// Shard is how a tensor-parallel group splits the op ("column",
+	// "row", "heads", "replicated", ...; a gradient or update op says
+	// what it follows), in plans with tensor-parallel stages.
+	Shard string `json:"shard,omitempty" yaml:"shard,omitempty"`
 }
 
 // Run is one micro-batch's run of an op.
@@ -200,6 +207,9 @@ type AllReduce struct {
 	Bytes   int64    `json:"bytes" yaml:"bytes"`
 	StartMS float64  `json:"start_ms" yaml:"start_ms"`
 	EndMS   float64  `json:"end_ms" yaml:"end_ms"`
+	// Tensor is the activation a tensor-parallel group collects (empty
+	// for the replicas' gradient and parameter buckets).
+	Tensor string `json:"tensor,omitempty" yaml:"tensor,omitempty"`
 }
 
 // Stage is one stage of the plan: a contiguous piece of the graph on a
@@ -218,6 +228,14 @@ type Stage struct {
 	// zero1 (optimizer state sharded), zero2 (and gradients); absent for
 	// plain DDP and for one replica.
 	Sharding string `json:"sharding,omitempty" yaml:"sharding,omitempty"`
+	// TensorParallel is the stage's tensor-parallel degree: each replica
+	// is a group of this many devices sharing every op as the ops'
+	// Shard says (docs/tensor-parallel.md); 0 for none. TensorSyncMS and
+	// TensorSyncBytes are the group's collectives per micro-batch,
+	// inside ComputeMS.
+	TensorParallel  int     `json:"tensor_parallel,omitempty" yaml:"tensor_parallel,omitempty"`
+	TensorSyncMS    float64 `json:"tensor_sync_ms,omitempty" yaml:"tensor_sync_ms,omitempty"`
+	TensorSyncBytes int64   `json:"tensor_sync_bytes,omitempty" yaml:"tensor_sync_bytes,omitempty"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
 	// and last forward ops that compute (bookkeeping ops such as Identity,
 	// Constant and Shape skipped), ModulePrefix the module path its

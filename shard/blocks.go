@@ -94,9 +94,20 @@ func (p *problem) regions() ([]region, int, int) {
 		}
 	}
 	blocks := len(out)
+	if blocks > 0 {
+		// A model of repeated blocks: a module that does not repeat
+		// (a first block that owns weights the others share) is a
+		// program of its own too, as small as theirs, instead of one
+		// program with everything outside the blocks.
+		for k, ops := range groups {
+			if count[sigs[k]] < 2 {
+				out = append(out, region{ops: ops})
+			}
+		}
+	}
 	var rest []graph.OpID
 	for i := range g.Ops {
-		if g.Ops[i].Phase == graph.Forward && (keys[i] == "" || count[sigs[p.region[i]]] < 2) {
+		if g.Ops[i].Phase == graph.Forward && (keys[i] == "" || blocks == 0 && count[sigs[p.region[i]]] < 2) {
 			rest = append(rest, graph.OpID(i))
 		}
 	}

@@ -28,7 +28,7 @@ const Auto = "auto"
 // that ignores received tensors, so plans that do not fit), to measure
 // opplace's placers against, not to plan with.
 var AutoStrategies = []string{
-	"dp", "pipeline:pipedream", "pipeline:exact",
+	"dp", "pipeline:pipedream", "pipeline:exact", "tensor",
 	"single", "m-etf", "heft", "m-sct", "m-topo", "expert", "local",
 	"dp+m-etf", "dp+heft",
 }

@@ -116,7 +116,28 @@ func criticalPathBound(p *Problem, family string) BoundPart {
 	if p.Batch <= 0 {
 		return BoundPart{Kind: "critical path / batch", Note: "the batch is unknown"}
 	}
+	// A tensor-parallel group of t also splits each op's work t ways.
+	if t := maxTensorDegree(p); splitsOps(family) && t > 1 {
+		return BoundPart{Kind: "critical path / (batch × tensor degree)", Seconds: p.Bound.CriticalPath / float64(p.Batch) / float64(t)}
+	}
 	return BoundPart{Kind: "critical path / batch", Seconds: p.Bound.CriticalPath / float64(p.Batch)}
+}
+
+// splitsOps reports whether a family's plans may split an op's work over
+// devices (tensor parallelism; "" is the whole space).
+func splitsOps(family string) bool { return family == FamilyTensor || family == "" }
+
+// maxTensorDegree is the largest tensor-parallel group the tensor
+// strategy forms: the most devices of one class on one host, rounded
+// down to a power of two; 1 when it forms none.
+func maxTensorDegree(p *Problem) int {
+	best := 1
+	for _, cl := range p.Costs.Classes() {
+		for t := 2; t <= devicesPerHost(p.Costs.Cluster, cl); t *= 2 {
+			best = max(best, t)
+		}
+	}
+	return best
 }
 
 // boundFacts are what the bounds of every family of a problem share,
@@ -400,6 +421,11 @@ func readByUpdate(g *graph.Graph, tn *graph.Tensor) bool {
 // priced at the batch's share, for a family that splits it). See
 // docs/model.md.
 func memoryCommBound(p *Problem, family string) BoundPart {
+	if splitsOps(family) && maxTensorDegree(p) > 1 {
+		// A tensor-parallel group divides a stretch's resident bytes
+		// among its members without changing device along the path.
+		return BoundPart{Note: "tensor parallelism divides resident bytes without transfers along the path"}
+	}
 	f := p.boundFacts()
 	var best BoundPart
 	for _, bp := range f.paths {

@@ -247,12 +247,12 @@ func samePlan(a, b *sim.Plan) bool {
 	if a.MicroBatches != b.MicroBatches || a.Schedule != b.Schedule || a.BucketBytes != b.BucketBytes || a.Record != b.Record ||
 		!slices.Equal(a.Device, b.Device) || !slices.Equal(a.Priority, b.Priority) || !slices.Equal(a.OpStage, b.OpStage) ||
 		(a.Priority == nil) != (b.Priority == nil) || (a.OpStage == nil) != (b.OpStage == nil) ||
-		(a.Stages == nil) != (b.Stages == nil) || len(a.Stages) != len(b.Stages) {
+		(a.Stages == nil) != (b.Stages == nil) || len(a.Stages) != len(b.Stages) || a.Split != b.Split {
 		return false
 	}
 	for i := range a.Stages {
 		ra, rb := a.Stages[i].Replicas, b.Stages[i].Replicas
-		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding {
+		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding || a.Stages[i].Tensor != b.Stages[i].Tensor {
 			return false
 		}
 		for k := range ra {

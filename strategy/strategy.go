@@ -76,6 +76,10 @@ type Problem struct {
 	// ops (partition.CoarseModuleKeys).
 	Modules []string
 
+	// Fine is the graph before fusion when the problem's graph is fused
+	// (nil: it is not), for the strategies that decide per original op.
+	Fine *Fine
+
 	// bounds are what the lower bounds of every family share (see
 	// lowerBounds), worked out at the first asking.
 	bounds *boundFacts
@@ -125,6 +129,8 @@ type Proposal struct {
 	// Family, when set, is the family of Plan's shape, where it is not
 	// the strategy's own (a given plan file's pipeline).
 	Family string
+	// Tensor is the split behind a plan of tensor-parallel stages.
+	Tensor *TensorSolution
 }
 
 // Strategy proposes plans for a problem. It returns its proposals, best
@@ -196,6 +202,8 @@ type Outcome struct {
 	Estimate float64
 	Notes    []string
 	Pipeline *partition.Plan
+	// Tensor is the split behind a plan of tensor-parallel stages.
+	Tensor *TensorSolution
 	// Pruned is set when auto skipped the strategy because a bound proved
 	// it cannot beat the best plan found before it.
 	Pruned string
@@ -246,7 +254,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 			continue
 		}
 		c := o
-		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, nil
+		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Tensor, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, pr.Tensor, nil
 		if p.Rules != nil {
 			c.Penalty = p.Rules.Penalty(pr.Plan)
 		}
