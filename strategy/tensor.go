@@ -308,7 +308,9 @@ func keptShare(g *graph.Graph, split *sim.TensorSplit, t int) float64 {
 // device type.
 type fixedTimes []float64
 
-func (f fixedTimes) OpTime(_ *graph.Graph, op graph.OpID, _ *cluster.DeviceType) float64 { return f[op] }
+func (f fixedTimes) OpTime(_ *graph.Graph, op graph.OpID, _ *cluster.DeviceType) float64 {
+	return f[op]
+}
 
 // shardModel prices ops and collectives for package shard.
 type shardModel struct {
