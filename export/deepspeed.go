@@ -43,10 +43,14 @@ type deepSpeedSpec struct {
 	LayerPaths []string `json:"layer_paths"`
 	// MicroBatches is the plan's micro-batches per step: DeepSpeed's
 	// gradient_accumulation_steps.
-	MicroBatches int              `json:"micro_batches"`
-	Schedule     string           `json:"schedule"`
-	PredictedMS  float64          `json:"predicted_step_ms"`
-	Stages       []deepSpeedStage `json:"stages"`
+	MicroBatches int `json:"micro_batches"`
+	// TensorParallel is the plan's tensor-parallel degree (Megatron-LM's
+	// --tensor-model-parallel-size for each stage), 0 for none; each op's
+	// split is in the plan's ops[].shard.
+	TensorParallel int              `json:"tensor_parallel,omitempty"`
+	Schedule       string           `json:"schedule"`
+	PredictedMS    float64          `json:"predicted_step_ms"`
+	Stages         []deepSpeedStage `json:"stages"`
 }
 
 type deepSpeedStage struct {
@@ -66,8 +70,8 @@ func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
 	spec := deepSpeedSpec{
 		Plan: o.source(), Model: p.Model, NumStages: len(c.Stages),
 		Parts: slices.Clone(c.First), MicroBatches: max(p.MicroBatches, 1), Schedule: p.Schedule,
-		PredictedMS: p.PredictedStepMS,
-		Layers:      make([]string, len(c.Layers)), LayerPaths: make([]string, len(c.Layers)),
+		PredictedMS: p.PredictedStepMS, TensorParallel: p.TensorParallel,
+		Layers: make([]string, len(c.Layers)), LayerPaths: make([]string, len(c.Layers)),
 	}
 	for i, l := range c.Layers {
 		spec.Layers[i], spec.LayerPaths[i] = l.FQN, l.Path

@@ -59,6 +59,9 @@ func (torchPipelining) Export(w io.Writer, p *plan.Plan, o Options) error {
 		if st.Replicas > 1 {
 			rep = fmt.Sprintf(", %d replicas", st.Replicas)
 		}
+		if st.TensorParallel > 1 {
+			rep += fmt.Sprintf(", tensor-parallel groups of %d (ops[].shard in the plan says each op's split)", st.TensorParallel)
+		}
 		pr("#   %d  %s%s: %s  [%s .. %s]\n", s, comment(strings.Join(st.Devices, ",")), rep, comment(c.stageRange(s)),
 			comment(c.Layers[c.First[s]].Path), comment(c.Layers[c.First[s+1]-1].Path))
 	}

@@ -574,7 +574,7 @@ func (rs *resolver) shape(gs *givenState) error {
 		if st.TensorParallel > 1 {
 			// The ops' shards alone do not say which collectives the
 			// split needs; re-scoring would silently drop them.
-			return &InputError{fmt.Errorf("%s: stages[%d]: tensor-parallel stages cannot be scored as a given placement yet; plan with --strategy tensor instead", rs.source, s)}
+			return &InputError{fmt.Errorf("%s: stages[%d]: tensor-parallel stages cannot be scored as a given placement yet; plan with strategy tensor instead", rs.source, s)}
 		}
 		if st.Sharding != "" {
 			z, err := sim.ParseSharding(st.Sharding)

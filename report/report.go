@@ -324,6 +324,9 @@ func stagesTable(pg *page, p *plan.Plan) {
 			Sends: fmtBytes(st.SendBytes), Peak: fmtBytes(st.PeakMemoryBytes),
 			FirstOp: breakable(st.FirstOp), LastOp: breakable(st.LastOp), Module: breakable(st.Modules()),
 			Bottleneck: len(p.Stages) > 1 && st.TimeMS == slowest}
+		if st.TensorParallel > 1 {
+			r.Replicas += fmt.Sprintf(" × tensor %d", st.TensorParallel)
+		}
 		r.Devices = strings.Join(st.Devices, ", ")
 		if len(st.Devices) > 2 {
 			r.Devices = fmt.Sprintf("%s … %s (%d)", st.Devices[0], st.Devices[len(st.Devices)-1], len(st.Devices))

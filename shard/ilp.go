@@ -192,6 +192,12 @@ func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, err
 			}
 		}
 	}
+	// Start from every op replicated (each op's first strategy), which
+	// needs no collective: the solver has an incumbent at once.
+	q.pr.Start = make([]float64, len(q.pr.Cols))
+	for i := range q.x {
+		q.pr.Start[q.x[i][0]] = 1
+	}
 	q.pr.MaxSeconds = limit.Seconds()
 	sol, err := cbc.Solve(&q.pr)
 	if err != nil {

@@ -113,7 +113,8 @@ func TestTransformerBlocks(t *testing.T) {
 // deduplication) is 48 twin blocks, one program. Its 25 heads split 5
 // ways but not 8: at t=8 the attention stays whole, yet the search still
 // splits the fused QKV projection (its 4800 columns divide by 8) and
-// all-gathers its output, whose backward is a third all-reduce.
+// all-gathers its output (whole, or its three pieces: the same bytes),
+// whose backward is a third all-reduce.
 func TestGPT2XLOneDistinctBlock(t *testing.T) {
 	g := loadStep(t, "gpt2_xl", 4)
 	for _, tc := range []struct {
@@ -147,7 +148,9 @@ func TestGPT2XLOneDistinctBlock(t *testing.T) {
 			if fwd != tc.fwd || bwd != tc.bwd {
 				t.Errorf("t=%d: block %d has %d+%d all-reduces, want %d+%d", tc.t, b, fwd, bwd, tc.fwd, tc.bwd)
 			}
-			if ag, _ := syncs(g, sol, ops, sim.AllGather); ag != tc.gathers {
+			// Gathering the QKV output before its Split or its three
+			// pieces after it moves the same bytes: equal optima.
+			if ag, _ := syncs(g, sol, ops, sim.AllGather); ag != tc.gathers && (tc.gathers != 1 || ag != 3) {
 				t.Errorf("t=%d: block %d has %d forward all-gathers, want %d", tc.t, b, ag, tc.gathers)
 			}
 		}

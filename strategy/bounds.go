@@ -128,12 +128,12 @@ func criticalPathBound(p *Problem, family string) BoundPart {
 func splitsOps(family string) bool { return family == FamilyTensor || family == "" }
 
 // maxTensorDegree is the largest tensor-parallel group the tensor
-// strategy forms: the most devices of one class on one host, rounded
-// down to a power of two; 1 when it forms none.
+// strategy forms: the most devices of one class, rounded down to a power
+// of two; 1 when it forms none.
 func maxTensorDegree(p *Problem) int {
 	best := 1
 	for _, cl := range p.Costs.Classes() {
-		for t := 2; t <= devicesPerHost(p.Costs.Cluster, cl); t *= 2 {
+		for t := 2; t <= len(cl); t *= 2 {
 			best = max(best, t)
 		}
 	}

@@ -26,7 +26,7 @@ const FamilyTensor = "tensor"
 const TensorPartitioner = "pipedream"
 
 func init() {
-	Register("tensor", FamilyTensor, "tensor parallelism: ops split over groups of 2, 4 ... devices of one host as package shard chooses (Megatron-LM's column and row splits where they pay), the groups then pipelined and replicated as the partitioner finds best", func(cfg Config) Strategy {
+	Register("tensor", FamilyTensor, "tensor parallelism: ops split over groups of 2, 4 ... devices of one type as package shard chooses (Megatron-LM's column and row splits where they pay), the groups then pipelined and replicated as the partitioner finds best", func(cfg Config) Strategy {
 		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
 	})
 }
@@ -68,7 +68,7 @@ type TensorSolution struct {
 }
 
 // Propose splits the graph for groups of t = 2, 4 ... devices of one
-// type on one host, then lets the pipeline partitioner cut and replicate
+// type (on one host while one holds t of them), then lets the pipeline partitioner cut and replicate
 // the groups as if each were one device whose op times are the split's
 // (a proxy; the judge runs the real split). It also proposes the plain
 // tensor × data point (one stage, every group a replica).
@@ -82,8 +82,7 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	var out []Proposal
 	var reasons []string
 	for _, cl := range p.Costs.Classes() {
-		perHost := devicesPerHost(p.Costs.Cluster, cl)
-		for t := 2; t <= perHost; t *= 2 {
+		for t := 2; t <= len(cl); t *= 2 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -339,11 +338,19 @@ func devicesPerHost(c *cluster.Cluster, cl []int) int {
 	return least
 }
 
-// tensorGroups cuts the devices of cl into groups of t consecutive
-// devices of one host, hosts in order; devices left over on a host are
-// not used.
+// tensorGroups cuts the devices of cl into groups of t: t consecutive
+// devices of one host, hosts in order, devices left over on a host
+// unused; or, when t is more than some host holds, t consecutive
+// devices of cl across hosts (the search then weighs collectives over
+// the network).
 func tensorGroups(c *cluster.Cluster, cl []int, t int) [][]int {
 	var groups [][]int
+	if t > devicesPerHost(c, cl) {
+		for i := 0; i+t <= len(cl); i += t {
+			groups = append(groups, cl[i:i+t])
+		}
+		return groups
+	}
 	var cur []int
 	for _, d := range cl {
 		if len(cur) > 0 && c.Devices[d].Host != c.Devices[cur[0]].Host {

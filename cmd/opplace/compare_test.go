@@ -47,7 +47,7 @@ func TestCompareRealModels(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &c); err != nil {
 				t.Fatalf("not JSON: %v", err)
 			}
-			want := 16 // nine placers (two of them Baechi's references), the local search, three partitioners, dp and two hybrids
+			want := 17 // nine placers (two of them Baechi's references), the local search, three partitioners, dp, two hybrids and tensor
 			if tc.cluster == "hetero" {
 				want = 7
 			}

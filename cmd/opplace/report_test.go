@@ -40,7 +40,7 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"Plan report: gpt2_small.onnx", "auto:dp", `<span class="big">FITS</span>`, `class="gantt chart"`,
+	for _, w := range []string{"Plan report: gpt2_small.onnx", "auto:tensor", `<span class="big">FITS</span>`, `class="gantt chart"`,
 		`class="mem chart"`, `<table class="stages">`, `class="cands chart"`, "Written by opplace report from " + planFile} {
 		if !bytes.Contains(html, []byte(w)) {
 			t.Errorf("report lacks %q", w)

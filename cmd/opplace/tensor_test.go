@@ -102,7 +102,7 @@ func TestTensorPlanNotGiven(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	code, _, stderr := invoke(t, append(args, "--placement", out)...)
-	if code != 2 || !strings.Contains(stderr, "tensor-parallel") || !strings.Contains(stderr, "--strategy tensor") {
+	if code != 2 || !strings.Contains(stderr, "tensor-parallel") || !strings.Contains(stderr, "strategy tensor") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
