@@ -570,7 +570,7 @@ func (rs *resolver) shape(gs *givenState) error {
 				groups = append(groups, st.Devices[i*k:(i+1)*k])
 			}
 		}
-		var stage sim.Stage
+		stage := sim.Stage{Recompute: st.Recompute}
 		if st.Sharding != "" {
 			z, err := sim.ParseSharding(st.Sharding)
 			if err != nil {

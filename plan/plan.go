@@ -218,6 +218,12 @@ type Stage struct {
 	// zero1 (optimizer state sharded), zero2 (and gradients); absent for
 	// plain DDP and for one replica.
 	Sharding string `json:"sharding,omitempty" yaml:"sharding,omitempty"`
+	// Recompute is set when the stage recomputes activations: it frees
+	// what its modules save for backward after the forward pass and runs
+	// their forward again before their backward (activation
+	// checkpointing per module, as torch.utils.checkpoint around each
+	// block).
+	Recompute bool `json:"recompute,omitempty" yaml:"recompute,omitempty"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
 	// and last forward ops that compute (bookkeeping ops such as Identity,
 	// Constant and Shape skipped), ModulePrefix the module path its

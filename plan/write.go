@@ -146,6 +146,9 @@ func WriteTable(w io.Writer, p *Plan) error {
 			if s.Sharding != "" {
 				reps += " (" + s.Sharding + ")"
 			}
+			if s.Recompute {
+				reps += " (recompute)"
+			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\n", s.Index, devices(s.Devices), reps, len(s.Ops),
 				s.TimeMS, s.ComputeMS, s.CommMS, s.SyncMS, cluster.FormatBytes(s.AllReduceBytes), cluster.FormatBytes(s.SendBytes), cluster.FormatBytes(s.PeakMemoryBytes), s.FirstOp, s.LastOp)
 		}

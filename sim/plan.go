@@ -93,6 +93,22 @@ type Stage struct {
 	// members of a group run their shares of each op (Plan.Split) in
 	// lockstep, as Megatron-LM's tensor-parallel layers do.
 	Tensor int
+	// Recompute is activation recomputation (PyTorch's
+	// torch.utils.checkpoint around every module, Megatron-LM's "full"
+	// recompute per transformer layer). The stage's forward ops fall into
+	// segments: on each device, the ops of one module (the units
+	// partition.ModuleKeys gives, such as one transformer block), and one
+	// more for the ops outside any module. A segment's checkpoints — the
+	// activations a forward op of another segment or device reads, the
+	// graph's outputs, and those only backward ops read — are kept as
+	// usual; every other activation that backward ops save is freed as
+	// soon as its forward readers are done. When a micro-batch's backward
+	// first needs a freed activation, its segment's forward is run again
+	// on the device, its time added to that backward op's, and the
+	// segment's saved activations are allocated again at its start and
+	// freed after their last backward reader. It changes nothing in a
+	// graph without backward ops.
+	Recompute bool
 }
 
 // TensorSplit is how the members of a tensor-parallel group share a

@@ -21,7 +21,7 @@ const (
 func init() {
 	for _, name := range partition.Names() {
 		Register(PipelinePrefix+name, FamilyPipeline, partition.Summary(name), func(cfg Config) Strategy {
-			return pipelined{name: name, opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
+			return pipelined{name: name, opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute}
 		})
 	}
 }
@@ -32,6 +32,8 @@ type pipelined struct {
 	// levels are the ZeRO levels offered to replicated stages, plain DDP
 	// first.
 	levels []sim.Sharding
+	// recompute is Config.Recompute.
+	recompute string
 }
 
 // Propose cuts the graph into stages with the partitioner, which picks
@@ -78,7 +80,7 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 				props[i].Sim, _ = p.parts.simulate(p, props[i].Plan)
 			}
 		}
-		out = append(out, props...)
+		out = append(out, recomputeVariants(p, props, s.recompute, func(pl *sim.Plan) (*sim.Result, error) { return p.parts.simulate(p, pl) })...)
 		if err != nil || p.Fits(res) {
 			break
 		}
@@ -252,7 +254,7 @@ func samePlan(a, b *sim.Plan) bool {
 	}
 	for i := range a.Stages {
 		ra, rb := a.Stages[i].Replicas, b.Stages[i].Replicas
-		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding {
+		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding || a.Stages[i].Recompute != b.Stages[i].Recompute {
 			return false
 		}
 		for k := range ra {
@@ -300,7 +302,11 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 		}
 	}
 	// Replicated stages also at each ZeRO level.
-	return shardedVariants(out, s.levels)
+	out = shardedVariants(out, s.levels)
+	if s.recompute == RecomputeAll {
+		out = recomputeVariants(p, out, RecomputeAll, nil)
+	}
+	return out
 }
 
 // PipelinePlan is a partition as a point of the plan space at m

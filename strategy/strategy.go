@@ -47,6 +47,11 @@ type Config struct {
 	// zero2; hybrids and pipelines: none, zero2), "none", "zero1" or
 	// "zero2" only that one (see ParseSharding).
 	Sharding string
+	// Recompute is the activation recomputation replicated and
+	// pipelined plans may use: "" (auto) adds a recomputing variant of
+	// every such plan that does not fit, "none" never recomputes, "all"
+	// recomputes in every stage (see ParseRecompute, sim.Stage.Recompute).
+	Recompute string
 }
 
 // Problem is what every strategy receives: the graph, its order, its
