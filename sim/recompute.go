@@ -123,7 +123,8 @@ func newRecompute(s *state) *recompute {
 // isSaved reports whether t is an activation a recomputing segment frees
 // after the forward pass and recomputes for the backward: produced per
 // micro-batch by a segment's op, read by forward ops of that segment
-// only (at least one) and by backward ops (at least one), all on its
+// only (or by none: the inner tensors of a fused op, which only its
+// backward reads) and by backward ops (at least one), all on its
 // producer's device, and no graph output.
 func (rc *recompute) isSaved(s *state, t graph.TensorID) bool {
 	tn := &s.g.Tensors[t]
@@ -135,7 +136,7 @@ func (rc *recompute) isSaved(s *state, t graph.TensorID) bool {
 		return false
 	}
 	d := s.dev[tn.Producer]
-	fwd, bwd := false, false
+	bwd := false
 	for _, c := range s.consumers[t] {
 		if s.dev[c] != d {
 			return false
@@ -145,14 +146,13 @@ func (rc *recompute) isSaved(s *state, t graph.TensorID) bool {
 			if rc.seg[c] != sg {
 				return false // a checkpoint: the next segment's input
 			}
-			fwd = true
 		case graph.Backward:
 			bwd = true
 		default:
 			return false
 		}
 	}
-	return fwd && bwd
+	return bwd
 }
 
 // read counts forward op's read of saved tensor in (micro-batch mb),
@@ -164,10 +164,19 @@ func (rc *recompute) read(s *state, op graph.OpID, in graph.TensorID, mb int, no
 	}
 	inst := s.instance(in, mb)
 	rc.fwdLeft[inst]--
-	d := s.dev[op]
-	if rc.fwdLeft[inst] == 0 && rc.state[inst] == rcHeld && s.left[int(inst)*s.nd+d] > 0 {
+	rc.drop(s, in, inst, now)
+}
+
+// drop frees instance inst of tensor t once it is produced and its
+// forward readers are done, while backward readers are left.
+func (rc *recompute) drop(s *state, t graph.TensorID, inst int32, now float64) {
+	if !rc.saved[t] || rc.fwdLeft[inst] > 0 || rc.state[inst] != rcHeld || s.prodLeft[inst] > 0 {
+		return
+	}
+	d := s.dev[s.g.Tensors[t].Producer]
+	if s.left[int(inst)*s.nd+d] > 0 {
 		rc.state[inst] = rcDropped
-		s.alloc(now, d, -s.memBytes(in, d))
+		s.alloc(now, d, -s.memBytes(t, d))
 	}
 }
 

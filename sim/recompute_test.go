@@ -16,8 +16,10 @@ import (
 // itself for the last layer, as a loss seeds it) and u_i and writes u
 // bytes; bf_i (2 GFLOP) reads bg_i's output and h_{i-1} and writes h
 // bytes. So u_i is saved for backward and only layer i's forward reads
-// it, while h_i is the next layer's input. With modules, layer i's ops
-// are named "/l<i>/f" and "/l<i>/g": each layer is a segment.
+// it, while h_i is the next layer's input, and h_{k-1} is read by
+// backward only, as the inner tensors of a fused op are. With modules,
+// layer i's ops are named "/l<i>/f" and "/l<i>/g": each layer is a
+// segment.
 func rcChain(k int, x, u, h int64, modules bool) *graph.Graph {
 	b := graphtest.New("rc").Input("x", x)
 	name := func(i int, op string) string {
@@ -62,9 +64,11 @@ func onOneDevice(g *graph.Graph, m int, sched sim.Schedule, recompute bool) *sim
 // stashed before the first backward. Without recomputation the peak is at
 // the first backward op: x, every micro-batch's u_i and h_i, and bg's
 // output, X + k(U+H) + U/M. With it, each micro-batch keeps only the
-// layer inputs h_i (the checkpoints), and the peak is at a backward op
-// that recomputes its layer: X + kH (one micro-batch's h_{k-1} given way
-// to its gradient) + u_i again + bg_i's output, X + kH + 2U/M. The step
+// layer inputs h_0..h_{k-2} (the checkpoints), and the peak is at a
+// backward op that recomputes its layer: X + (k-1)H, the layer's
+// activations again (u_{k-1} and h_{k-1} for the last layer; u_i and
+// the incoming gradient of h_i for the others) and bg_i's output, X +
+// (k-1)H + (2U+H)/M. The step
 // grows by the forward time of the whole batch: each layer's forward is
 // run once more per micro-batch.
 func TestRecomputeLayers(t *testing.T) {
@@ -77,7 +81,7 @@ func TestRecomputeLayers(t *testing.T) {
 	if got, want := off.PeakMemory[0], int64(X+k*(U+H)+U/M); got != want {
 		t.Errorf("peak without recompute %d, want %d", got, want)
 	}
-	if got, want := on.PeakMemory[0], int64(X+k*H+2*U/M); got != want {
+	if got, want := on.PeakMemory[0], int64(X+(k-1)*H+(2*U+H)/M); got != want {
 		t.Errorf("peak with recompute %d, want %d", got, want)
 	}
 	// 2k forward GFLOP and 4k backward GFLOP at 1 GFLOP/s.
@@ -94,11 +98,10 @@ func TestRecomputeLayers(t *testing.T) {
 }
 
 // TestRecomputeStage checks a stage without module names: its ops on one
-// device are one segment, so every h_i but the last is saved too, and
-// the first backward of a micro-batch recomputes the whole forward. The
-// peak is there: X, every micro-batch's h_{k-1}, one micro-batch's u_i
-// and h_0..h_{k-2} again, and bg_{k-1}'s output: X + H + (k+1)U/M +
-// (k-1)H/M.
+// device are one segment, so every h_i is saved too, the forward keeps
+// nothing but x, and the first backward of a micro-batch recomputes the
+// whole forward. The peak is there: X, one micro-batch's u_i and h_i
+// again, and bg_{k-1}'s output: X + (k+1)U/M + kH/M.
 func TestRecomputeStage(t *testing.T) {
 	const k, M = 4, 4
 	const X, U, H = 1000, 8000, 1000
@@ -106,7 +109,7 @@ func TestRecomputeStage(t *testing.T) {
 	c := graphtest.Cluster(1e18, 0, devices(1, 1<<40)...)
 	off := runPlan(t, g, c, onOneDevice(g, M, sim.GPipe, false))
 	on := runPlan(t, g, c, onOneDevice(g, M, sim.GPipe, true))
-	if got, want := on.PeakMemory[0], int64(X+H+(k+1)*U/M+(k-1)*H/M); got != want {
+	if got, want := on.PeakMemory[0], int64(X+(k+1)*U/M+k*H/M); got != want {
 		t.Errorf("peak with recompute %d, want %d", got, want)
 	}
 	if want := off.Step + float64(2*k); !near(on.Step, want) {

@@ -1169,6 +1169,9 @@ func (s *state) opDone(k int32, now float64) {
 			continue
 		}
 		s.final(inst, d, now)
+		if s.rc != nil {
+			s.rc.drop(s, out, inst, now)
+		}
 	}
 	// Release what the op read.
 	for _, in := range s.inputs[op] {

@@ -236,6 +236,7 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 // the first, with an error saying where it overflows.
 func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	var overflowing *Outcome
+	notes := o.Notes // the strategy's own; each proposal adds its own
 	for _, pr := range props {
 		res, err := pr.Sim, error(nil)
 		if res == nil {
@@ -255,7 +256,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		if p.Rules != nil {
 			c.Penalty = p.Rules.Penalty(pr.Plan)
 		}
-		c.Notes = append(slices.Clone(o.Notes), pr.Notes...)
+		c.Notes = append(slices.Clone(notes), pr.Notes...)
 		if pr.Family != "" {
 			c.Family = pr.Family
 		}
