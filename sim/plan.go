@@ -99,15 +99,16 @@ type Stage struct {
 	// segments: on each device, the ops of one module (the units
 	// partition.ModuleKeys gives, such as one transformer block), and one
 	// more for the ops outside any module. A segment's checkpoints — the
-	// activations a forward op of another segment or device reads, the
-	// graph's outputs, and those only backward ops read — are kept as
-	// usual; every other activation that backward ops save is freed as
-	// soon as its forward readers are done. When a micro-batch's backward
-	// first needs a freed activation, its segment's forward is run again
-	// on the device, its time added to that backward op's, and the
-	// segment's saved activations are allocated again at its start and
-	// freed after their last backward reader. It changes nothing in a
-	// graph without backward ops.
+	// activations a forward op of another segment reads, those read on
+	// another device, and the graph's outputs — are kept as usual; every
+	// other activation of the segment that backward ops read (saved for
+	// backward, the inner tensors of fused ops included) is freed as soon
+	// as it is produced and its forward readers are done. When a
+	// micro-batch's backward op first needs a freed activation, the
+	// segment's forward is run again on the device, its time added to
+	// that backward op's, and the segment's saved activations are
+	// allocated again at its start and freed after their last backward
+	// reader. It changes nothing in a graph without backward ops.
 	Recompute bool
 }
 
