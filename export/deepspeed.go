@@ -43,14 +43,19 @@ type deepSpeedSpec struct {
 	LayerPaths []string `json:"layer_paths"`
 	// MicroBatches is the plan's micro-batches per step: DeepSpeed's
 	// gradient_accumulation_steps.
-	MicroBatches int `json:"micro_batches"`
+	MicroBatches int    `json:"micro_batches"`
+	Schedule     string `json:"schedule"`
 	// TensorParallel is the plan's tensor-parallel degree (Megatron-LM's
 	// --tensor-model-parallel-size for each stage), 0 for none; each op's
 	// split is in the plan's ops[].shard.
-	TensorParallel int              `json:"tensor_parallel,omitempty"`
-	Schedule       string           `json:"schedule"`
-	PredictedMS    float64          `json:"predicted_step_ms"`
-	Stages         []deepSpeedStage `json:"stages"`
+	TensorParallel int `json:"tensor_parallel,omitempty"`
+	// ActivationCheckpointInterval is PipelineModule's
+	// activation_checkpoint_interval: 1 (checkpoint every layer, a module
+	// at the cut level) when every stage of the plan recomputes
+	// activations, absent when none or only some do (Stages say which).
+	ActivationCheckpointInterval int              `json:"activation_checkpoint_interval,omitempty"`
+	PredictedMS                  float64          `json:"predicted_step_ms"`
+	Stages                       []deepSpeedStage `json:"stages"`
 }
 
 type deepSpeedStage struct {
@@ -60,6 +65,9 @@ type deepSpeedStage struct {
 	Layers      [2]int   `json:"layers"`
 	Devices     []string `json:"devices"`
 	Replicas    int      `json:"replicas"`
+	// Recompute is set when the stage recomputes activations, each layer
+	// checkpointed.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
@@ -86,8 +94,11 @@ func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
 		reps := max(st.Replicas, 1)
 		spec.Stages = append(spec.Stages, deepSpeedStage{
 			Index: st.Index, FirstModule: c.Layers[a].FQN, LastModule: c.Layers[b-1].FQN,
-			Layers: [2]int{a, b}, Devices: st.Devices, Replicas: reps,
+			Layers: [2]int{a, b}, Devices: st.Devices, Replicas: reps, Recompute: st.Recompute,
 		})
+	}
+	if len(c.Stages) > 0 && !slices.ContainsFunc(c.Stages, func(st plan.Stage) bool { return !st.Recompute }) {
+		spec.ActivationCheckpointInterval = 1
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

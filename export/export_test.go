@@ -164,9 +164,21 @@ func TestExportSmallPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(spec.Layers, []string{"tok", "blocks.0", "blocks.1", "blocks.2", "head"}) || !slices.Equal(spec.Parts, []int{0, 3, 5}) ||
-		spec.NumStages != 2 || spec.PartitionMethod != "parameters" || spec.Stages[1].FirstModule != "blocks.2" || spec.Stages[1].LastModule != "head" {
+		spec.NumStages != 2 || spec.PartitionMethod != "parameters" || spec.Stages[1].FirstModule != "blocks.2" || spec.Stages[1].LastModule != "head" ||
+		spec.ActivationCheckpointInterval != 0 || strings.Contains(string(ds), "checkpoint") || strings.Contains(string(ds), "recompute") {
 		t.Errorf("deepspeed artefact:\n%s", ds)
 	}
+	// Stages that recompute activations checkpoint every layer.
+	p.Stages[1].Recompute = true
+	if ds, _ = Render("deepspeed", p, Options{}); json.Unmarshal(ds, &spec) != nil || spec.ActivationCheckpointInterval != 0 || !spec.Stages[1].Recompute {
+		t.Errorf("one stage recomputing:\n%s", ds)
+	}
+	p.Stages[0].Recompute = true
+	spec = deepSpeedSpec{}
+	if ds, _ = Render("deepspeed", p, Options{}); json.Unmarshal(ds, &spec) != nil || spec.ActivationCheckpointInterval != 1 {
+		t.Errorf("every stage recomputing:\n%s", ds)
+	}
+	p.Stages[0].Recompute, p.Stages[1].Recompute = false, false
 	tfm, err := Render("tf-device-map", p, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,11 @@ import (
 // where stash is the forward outputs of S plus everything it receives
 // (relayed activations included) and alive is the micro-batches whose
 // activations a stage holds at once: min(M, stages-index) under 1F1B,
-// M under GPipe, 1 for inference.
+// M under GPipe, 1 for inference. Under Options.Recompute the stash
+// counts only the checkpoints among S's forward outputs (those a forward
+// op of another module reads, and graph outputs), the largest module's
+// other saved outputs are added once, (alive·stash + largest)/(r·M), and
+// B includes F (each backward runs its forward again).
 //
 // Devices are taken per class in a fixed order (host, then index); a
 // stage holding positions [p, p+r) of its class sends forward over the
@@ -63,6 +67,9 @@ type model struct {
 	apartRule []int
 	// per unit
 	params, stash, temp []int64
+	// recomputed is, under Options.Recompute, the largest module's saved
+	// forward outputs that are no checkpoints (whole batch), 0 otherwise.
+	recomputed int64
 }
 
 // class is a group of interchangeable devices: one type, one memory size.
@@ -78,7 +85,7 @@ type class struct {
 	next, prev []cluster.Link
 }
 
-func newModel(t *cost.Table, u *units, opts Options, apart [][]int8) *model {
+func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []string) *model {
 	c := t.Cluster
 	m := &model{t: t, opts: opts, training: u.training}
 	for _, devs := range t.Classes() {
@@ -98,6 +105,19 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8) *model {
 	m.params = make([]int64, u.n)
 	m.stash = make([]int64, u.n)
 	m.temp = make([]int64, u.n)
+	rc := opts.Recompute && u.training
+	isOutput := map[graph.TensorID]bool{}
+	saved := map[string]int64{} // per module: saved outputs recomputed
+	if rc {
+		for _, o := range g.Outputs {
+			isOutput[o] = true
+		}
+		defer func() {
+			for _, b := range saved {
+				m.recomputed = max(m.recomputed, b)
+			}
+		}()
+	}
 	for ui, ops := range u.ops {
 		seen := map[graph.TensorID]bool{}
 		for _, op := range ops {
@@ -118,6 +138,10 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8) *model {
 				case graph.Forward:
 					m.fwd[i] += tm
 					m.fwdL[i] += launch
+					if rc {
+						m.bwd[i] += tm // run again before the backward
+						m.bwdL[i] += launch
+					}
 				case graph.Backward:
 					m.bwd[i] += tm
 					m.bwdL[i] += launch
@@ -143,7 +167,11 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8) *model {
 				m.params[ui] += grad
 			}
 			if o.Phase == graph.Forward {
-				m.stash[ui] += t.OutputBytes(op)
+				if rc {
+					m.stash[ui] += rcStash(g, op, keys, isOutput, saved)
+				} else {
+					m.stash[ui] += t.OutputBytes(op)
+				}
 			}
 			m.temp[ui] = max(m.temp[ui], t.TempBytes(op))
 		}
@@ -220,6 +248,8 @@ type stageCost struct {
 	perStep              float64 // allreduce + update, once per step
 	memory               int64   // per device, before the alive factor is known: see mem
 	paramBytes, stashPer int64
+	// recomputed is model.recomputed: held once, not per micro-batch.
+	recomputed int64
 }
 
 // stage evaluates a stage with the given additive sums (over its units),
@@ -257,6 +287,7 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 	sc.time = sc.fwd + sc.bwd + sc.sync
 	sc.paramBytes = s.params
 	sc.stashPer = s.stash + cutIn
+	sc.recomputed = m.recomputed
 	return sc
 }
 
@@ -274,7 +305,7 @@ func (m *model) alive(depth, M int) int {
 
 // memory is a device's peak bytes for a stage holding alive micro-batches.
 func memory(sc *stageCost, temp int64, alive, r, M int) int64 {
-	act := float64(alive) * float64(sc.stashPer) / float64(r*M)
+	act := (float64(alive)*float64(sc.stashPer) + float64(sc.recomputed)) / float64(r*M)
 	return sc.paramBytes + int64(math.Ceil(act)) + temp
 }
 
@@ -315,4 +346,32 @@ func (m *model) apartGroups(u *units, apart [][]int8) {
 			}
 		}
 	}
+}
+
+// rcStash is what forward op stashes per micro-batch in a recomputing
+// stage: its outputs that are checkpoints (read by a forward op of
+// another module, or graph outputs). Its other outputs that backward ops
+// read are added to saved[its module], recomputed for the backward.
+func rcStash(g *graph.Graph, op graph.OpID, keys []string, isOutput map[graph.TensorID]bool, saved map[string]int64) int64 {
+	var stash int64
+	key := keys[op]
+	for _, out := range g.Ops[op].Outputs {
+		tn := &g.Tensors[out]
+		ckpt, bwd := isOutput[out], false
+		for _, c := range tn.Consumers {
+			switch g.Ops[c].Phase {
+			case graph.Forward:
+				ckpt = ckpt || keys[c] != key
+			case graph.Backward:
+				bwd = true
+			}
+		}
+		switch {
+		case ckpt:
+			stash += tn.Bytes()
+		case bwd:
+			saved[key] += tn.Bytes()
+		}
+	}
+	return stash
 }

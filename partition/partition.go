@@ -90,6 +90,13 @@ type Options struct {
 	// "/blocks/blocks.6/attn/MatMul"), stages cut only between the
 	// modules ModuleKeys gives, so each stage is a run of whole modules.
 	OpCuts bool
+	// Recompute models stages that recompute activations per module (as
+	// sim.Stage.Recompute runs them): a stage stashes, per micro-batch,
+	// only its checkpoints (the forward outputs a forward op of another
+	// module reads, and graph outputs) and what it receives, plus once the
+	// largest module's saved activations, recomputed for its backward;
+	// its backward also runs its forward again.
+	Recompute bool
 }
 
 func (o Options) withDefaults() Options {
@@ -203,7 +210,14 @@ func NewProblemRules(costs *cost.Table, opts Options, moduleKeys []string, apart
 	if err != nil {
 		return nil, err
 	}
-	m := newModel(costs, u, opts, apart)
+	rcKeys := modules
+	if opts.Recompute && rcKeys == nil {
+		rcKeys = moduleKeys
+		if rcKeys == nil || len(rcKeys) != len(g.Ops) {
+			rcKeys = ModuleKeys(g)
+		}
+	}
+	m := newModel(costs, u, opts, apart, rcKeys)
 	for v := 0; v < u.n; v++ {
 		if math.IsInf(m.fastest(v), 1) {
 			return nil, fmt.Errorf("op %q cannot run on any device type of cluster %q; add a device type that runs it", costs.Graph.Ops[u.ops[v][0]].Name, costs.Cluster.Name)

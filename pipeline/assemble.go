@@ -241,6 +241,9 @@ func shape(p *sim.Plan, res *sim.Result, nd int) string {
 	if len(zs) > 0 {
 		fmt.Fprintf(&b, ", %s", strings.Join(zs, ","))
 	}
+	if slices.ContainsFunc(stages, func(st sim.Stage) bool { return st.Recompute }) {
+		b.WriteString(", recompute")
+	}
 	return b.String()
 }
 
@@ -351,7 +354,7 @@ func addStages(r *run, pp *partition.Plan) {
 	for i := 0; i < S; i++ {
 		reps := stages[i].Replicas
 		sr := res.Stages[i]
-		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches, Sharding: sharding(stages[i]),
+		st := plan.Stage{Index: i, Replicas: len(reps), AliveMicroBatches: sr.AliveMicroBatches, Sharding: sharding(stages[i]), Recompute: stages[i].Recompute,
 			PeakMemoryBytes: sr.PeakMemory, AllReduceMS: plan.MS(sr.AllReduce), AllReduceBytes: sr.AllReduceBytes,
 			StartMS: plan.MS(sr.Start), EndMS: plan.MS(sr.End)}
 		var types []string

@@ -570,7 +570,7 @@ func (rs *resolver) shape(gs *givenState) error {
 				groups = append(groups, st.Devices[i*k:(i+1)*k])
 			}
 		}
-		var stage sim.Stage
+		stage := sim.Stage{Recompute: st.Recompute}
 		if st.TensorParallel > 1 {
 			// The ops' shards alone do not say which collectives the
 			// split needs; re-scoring would silently drop them.

@@ -236,6 +236,12 @@ type Stage struct {
 	TensorParallel  int     `json:"tensor_parallel,omitempty" yaml:"tensor_parallel,omitempty"`
 	TensorSyncMS    float64 `json:"tensor_sync_ms,omitempty" yaml:"tensor_sync_ms,omitempty"`
 	TensorSyncBytes int64   `json:"tensor_sync_bytes,omitempty" yaml:"tensor_sync_bytes,omitempty"`
+	// Recompute is set when the stage recomputes activations: it frees
+	// what its modules save for backward after the forward pass and runs
+	// their forward again before their backward (activation
+	// checkpointing per module, as torch.utils.checkpoint around each
+	// block).
+	Recompute bool `json:"recompute,omitempty" yaml:"recompute,omitempty"`
 	// Ops are the stage's ops in plan order; FirstOp and LastOp its first
 	// and last forward ops that compute (bookkeeping ops such as Identity,
 	// Constant and Shape skipped), ModulePrefix the module path its

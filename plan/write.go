@@ -146,6 +146,9 @@ func WriteTable(w io.Writer, p *Plan) error {
 			if s.Sharding != "" {
 				reps += " (" + s.Sharding + ")"
 			}
+			if s.Recompute {
+				reps += " (recompute)"
+			}
 			if s.TensorParallel > 1 {
 				reps += fmt.Sprintf(" × tensor %d", s.TensorParallel)
 			}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/partition"
 )
 
 // region is a set of forward ops solved by one program: a repeated block
@@ -59,7 +58,7 @@ func (p *problem) vars(r region) []graph.OpID {
 // first op, the rest last), the number of blocks and of distinct ones.
 func (p *problem) regions() ([]region, int, int) {
 	g := p.g
-	keys := partition.ModuleKeys(g)
+	keys := graph.ModuleKeys(g)
 	byKey := map[string]int{}
 	var groups [][]graph.OpID
 	for i := range g.Ops {

@@ -93,6 +93,23 @@ type Stage struct {
 	// members of a group run their shares of each op (Plan.Split) in
 	// lockstep, as Megatron-LM's tensor-parallel layers do.
 	Tensor int
+	// Recompute is activation recomputation (PyTorch's
+	// torch.utils.checkpoint around every module, Megatron-LM's "full"
+	// recompute per transformer layer). The stage's forward ops fall into
+	// segments: on each device, the ops of one module (the units
+	// graph.ModuleKeys gives, such as one transformer block), and one
+	// more for the ops outside any module. A segment's checkpoints — the
+	// activations a forward op of another segment reads, those read on
+	// another device, and the graph's outputs — are kept as usual; every
+	// other activation of the segment that backward ops read (saved for
+	// backward, the inner tensors of fused ops included) is freed as soon
+	// as it is produced and its forward readers are done. When a
+	// micro-batch's backward op first needs a freed activation, the
+	// segment's forward is run again on the device, its time added to
+	// that backward op's, and the segment's saved activations are
+	// allocated again at its start and freed after their last backward
+	// reader. It changes nothing in a graph without backward ops.
+	Recompute bool
 }
 
 // TensorSplit is how the members of a tensor-parallel group share a

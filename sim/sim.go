@@ -163,7 +163,10 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 // received copy is allocated when its transfer starts. Graph outputs stay
 // until the end. Parameters, constants and graph inputs (the replica's
 // share) are on every device that reads them when the step starts. The
-// replicas of a stage mirror its first replica's devices.
+// replicas of a stage mirror its first replica's devices. A recomputing
+// stage frees activations saved for backward after the forward pass and
+// runs its segments' forward again before their backward (see
+// Stage.Recompute).
 func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Result, error) {
 	return New(t, adj, order).Run(p)
 }
@@ -290,6 +293,10 @@ type facts struct {
 	// (the optimizer's state), which ZeRO shards.
 	optState []bool
 
+	// modules[op] numbers the module of each forward op (see
+	// Stage.Recompute), worked out at the first recomputing plan.
+	modules func() []int32
+
 	consumers [][]graph.OpID     // per tensor, distinct
 	inputs    [][]graph.TensorID // per op, distinct
 	ctrl      [][]graph.OpID     // per op, distinct control deps
@@ -369,6 +376,8 @@ type state struct {
 	mbLeft    []int32
 	live      []int
 
+	rc *recompute // nil when no stage recomputes
+
 	events *minheap.Heap[event]
 	seq    int64
 	mem    []memEvent
@@ -426,6 +435,7 @@ func newState(t *cost.Table, adj *graph.Adjacency, f *facts, p *Plan, opStage []
 	s.running = make([]bool, nd)
 	s.touched = make([]bool, nd)
 	s.buildBuckets(f.pos, p.BucketBytes)
+	s.rc = newRecompute(s)
 	return s
 }
 
@@ -437,6 +447,7 @@ func newFacts(g *graph.Graph, order []graph.OpID) *facts {
 	}
 	f.dedupe(g)
 	f.classify(g, order)
+	f.modules = sync.OnceValue(func() []int32 { return moduleIDs(g) })
 	return f
 }
 
@@ -1146,6 +1157,9 @@ func (s *state) startTouched(now float64) {
 		op := graph.OpID(s.taskOp[k])
 		mb := int(k - s.taskBase[op])
 		dur := s.taskTime(op, d)
+		if s.rc != nil && s.g.Ops[op].Phase == graph.Backward {
+			dur += s.rc.restore(s, op, mb, now)
+		}
 		s.running[d] = true
 		if k == s.taskBase[op] {
 			s.res.Start[op] = now
@@ -1249,6 +1263,9 @@ func (s *state) opDone(k int32, now float64) {
 			continue
 		}
 		s.final(inst, d, now)
+		if s.rc != nil {
+			s.rc.drop(s, out, inst, now)
+		}
 	}
 	// Release what the op read.
 	for _, in := range s.inputs[op] {
@@ -1257,6 +1274,9 @@ func (s *state) opDone(k int32, now float64) {
 		}
 		if s.perMB[op] || s.perStep[in] {
 			s.release(s.instance(in, mb), d, now)
+			if s.rc != nil {
+				s.rc.read(s, op, in, mb, now)
+			}
 			continue
 		}
 		for i := s.tensBase[in]; i < s.tensBase[in+1]; i++ {
@@ -1589,6 +1609,11 @@ func (s *state) finish() {
 			compute[d] += dur
 		} else {
 			update[d] += dur
+		}
+	}
+	if s.rc != nil {
+		for d, x := range s.rc.extra {
+			compute[d] += x
 		}
 	}
 	var busy float64

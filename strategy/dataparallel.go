@@ -9,13 +9,15 @@ import (
 
 func init() {
 	Register("dp", FamilyDataParallel, "data parallelism: the whole model on each of r devices of one type, each on 1/r of the batch, gradients all-reduced in DDP buckets during the backward pass; gradient accumulation (micro-batches) when a replica's activations do not fit", func(cfg Config) Strategy {
-		return dataParallel{levels: cfg.levels(sim.NoSharding, sim.ZeRO1, sim.ZeRO2)}
+		return dataParallel{levels: cfg.levels(sim.NoSharding, sim.ZeRO1, sim.ZeRO2), recompute: cfg.Recompute}
 	})
 }
 
 type dataParallel struct {
 	// levels are the ZeRO levels offered, plain DDP first.
 	levels []sim.Sharding
+	// recompute is Config.Recompute.
+	recompute string
 }
 
 // Propose offers, for each class of interchangeable devices that runs
@@ -56,10 +58,14 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 					// times the count).
 					pl := replicate(p, cl[:r], m)
 					pl.Stages[0].Sharding = z
+					pl.Stages[0].Recompute = dp.recompute == RecomputeAll && training(p.Graph)
 					res, err := p.Simulate(pl)
 					pr := Proposal{Plan: pl, Sim: res}
 					if z != sim.NoSharding {
 						pr.Notes = []string{zeroNote(z)}
+					}
+					if pl.Stages[0].Recompute {
+						pr.Notes = append(pr.Notes, recomputeNote)
 					}
 					out = append(out, pr)
 					if err == nil && p.Fits(res) {
@@ -71,6 +77,9 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("dp: %w: no two devices of one type run every op", ErrNotApplicable)
+	}
+	if dp.recompute == "" {
+		out = recomputeVariants(p, out, "", p.Simulate)
 	}
 	return out, nil
 }

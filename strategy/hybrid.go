@@ -14,7 +14,7 @@ var HybridPlacers = []string{"m-etf", "heft"}
 func init() {
 	for _, name := range HybridPlacers {
 		Register("dp+"+name, FamilyHybrid, "data parallelism over replicas that each span k devices placed by "+name+": for models whose training step does not fit one device", func(cfg Config) Strategy {
-			return hybrid{placer: name, cfg: cfg.Placer, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
+			return hybrid{placer: name, cfg: cfg.Placer, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute}
 		})
 	}
 }
@@ -24,6 +24,8 @@ type hybrid struct {
 	cfg    placer.Config
 	// levels are the ZeRO levels offered, plain DDP first.
 	levels []sim.Sharding
+	// recompute is Config.Recompute.
+	recompute string
 }
 
 // Propose places the graph with the placer on groups of k = 2, 4 ...
@@ -69,7 +71,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		}
 		return nil, fmt.Errorf("dp+%s: %w: no device class has 4 or more devices", h.placer, ErrNotApplicable)
 	}
-	return shardedVariants(out, h.levels), nil
+	return recomputeVariants(p, shardedVariants(out, h.levels), h.recompute, p.Simulate), nil
 }
 
 // placeOn runs the placer on the sub-cluster of devs and maps its

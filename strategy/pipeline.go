@@ -21,7 +21,7 @@ const (
 func init() {
 	for _, name := range partition.Names() {
 		Register(PipelinePrefix+name, FamilyPipeline, partition.Summary(name), func(cfg Config) Strategy {
-			return pipelined{name: name, opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
+			return pipelined{name: name, opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute}
 		})
 	}
 }
@@ -32,6 +32,8 @@ type pipelined struct {
 	// levels are the ZeRO levels offered to replicated stages, plain DDP
 	// first.
 	levels []sim.Sharding
+	// recompute is Config.Recompute.
+	recompute string
 }
 
 // Propose cuts the graph into stages with the partitioner, which picks
@@ -42,11 +44,35 @@ type pipelined struct {
 // memory model leaves out transients the simulator counts (activation
 // gradients, received copies), so when the simulator finds its split
 // overflowing a device, it partitions again with every device's memory
-// scaled down by the overshoot, up to twice.
+// scaled down by the overshoot, up to twice. Under --recompute all the
+// partitioner models recomputing stages (partition.Options.Recompute);
+// under auto, when no split fits without recomputation, it partitions
+// again modelling it, and those plans recompute (next to the recomputing
+// variants of the splits that did not fit).
 func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, PipelinePrefix+s.name); err != nil {
 		return nil, err
 	}
+	if s.recompute == RecomputeAll && training(p.Graph) {
+		s.opts.Recompute = true
+	}
+	out, err := s.attempts(ctx, p)
+	plainFits := func(pr Proposal) bool { return pr.Sim != nil && p.Fits(pr.Sim) && withRecompute(pr.Plan) != nil }
+	if s.recompute != "" || s.opts.Recompute || !training(p.Graph) || slices.ContainsFunc(out, plainFits) {
+		return out, err
+	}
+	rc := s
+	rc.opts.Recompute, rc.recompute = true, RecomputeAll
+	more, rcErr := rc.attempts(ctx, p)
+	if err != nil && rcErr != nil {
+		return nil, err
+	}
+	return append(out, more...), nil
+}
+
+// attempts partitions and, while the simulator finds the split
+// overflowing, partitions again with less memory (see Propose).
+func (s pipelined) attempts(ctx context.Context, p *Problem) ([]Proposal, error) {
 	var out []Proposal
 	scale := 1.0
 	for attempt := 0; attempt < 3; attempt++ {
@@ -78,7 +104,7 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 				props[i].Sim, _ = p.parts.simulate(p, props[i].Plan)
 			}
 		}
-		out = append(out, props...)
+		out = append(out, recomputeVariants(p, props, s.recompute, func(pl *sim.Plan) (*sim.Result, error) { return p.parts.simulate(p, pl) })...)
 		if err != nil || p.Fits(res) {
 			break
 		}
@@ -252,7 +278,8 @@ func samePlan(a, b *sim.Plan) bool {
 	}
 	for i := range a.Stages {
 		ra, rb := a.Stages[i].Replicas, b.Stages[i].Replicas
-		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding || a.Stages[i].Tensor != b.Stages[i].Tensor {
+		if len(ra) != len(rb) || a.Stages[i].Sharding != b.Stages[i].Sharding || a.Stages[i].Tensor != b.Stages[i].Tensor ||
+			a.Stages[i].Recompute != b.Stages[i].Recompute {
 			return false
 		}
 		for k := range ra {
@@ -300,7 +327,17 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 		}
 	}
 	// Replicated stages also at each ZeRO level.
-	return shardedVariants(out, s.levels)
+	out = shardedVariants(out, s.levels)
+	if s.opts.Recompute {
+		// The partitioner modelled recomputing stages: its estimate holds.
+		for i := range out {
+			if rc := withRecompute(out[i].Plan); rc != nil {
+				out[i].Plan = rc
+				out[i].Notes = append(slices.Clone(out[i].Notes), recomputeNote)
+			}
+		}
+	}
+	return out
 }
 
 // PipelinePlan is a partition as a point of the plan space at m

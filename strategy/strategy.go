@@ -47,6 +47,11 @@ type Config struct {
 	// zero2; hybrids and pipelines: none, zero2), "none", "zero1" or
 	// "zero2" only that one (see ParseSharding).
 	Sharding string
+	// Recompute is the activation recomputation replicated and
+	// pipelined plans may use: "" (auto) adds a recomputing variant of
+	// every such plan that does not fit, "none" never recomputes, "all"
+	// recomputes in every stage (see ParseRecompute, sim.Stage.Recompute).
+	Recompute string
 }
 
 // Problem is what every strategy receives: the graph, its order, its
@@ -239,6 +244,7 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 // the first, with an error saying where it overflows.
 func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	var overflowing *Outcome
+	notes := o.Notes // the strategy's own; each proposal adds its own
 	for _, pr := range props {
 		res, err := pr.Sim, error(nil)
 		if res == nil {
@@ -258,7 +264,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		if p.Rules != nil {
 			c.Penalty = p.Rules.Penalty(pr.Plan)
 		}
-		c.Notes = append(slices.Clone(o.Notes), pr.Notes...)
+		c.Notes = append(slices.Clone(notes), pr.Notes...)
 		if pr.Family != "" {
 			c.Family = pr.Family
 		}

@@ -27,7 +27,7 @@ const TensorPartitioner = "pipedream"
 
 func init() {
 	Register("tensor", FamilyTensor, "tensor parallelism: ops split over groups of 2, 4 ... devices of one type as package shard chooses (Megatron-LM's column and row splits where they pay), the groups then pipelined and replicated as the partitioner finds best", func(cfg Config) Strategy {
-		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2)}
+		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute}
 	})
 }
 
@@ -52,6 +52,8 @@ func (f *Fine) costs(c *cluster.Cluster) *cost.Table {
 type tensorParallel struct {
 	opts   partition.Options
 	levels []sim.Sharding
+	// recompute is the recomputation allowed (Config.Recompute).
+	recompute string
 }
 
 // TensorSolution is the split behind a tensor-parallel proposal, on the
@@ -145,7 +147,7 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 			}
 		}
 	}
-	return shardedVariants(out, s.levels), nil
+	return recomputeVariants(p, shardedVariants(out, s.levels), s.recompute, p.Simulate), nil
 }
 
 // solve splits the graph's ops for a group, on the original graph when

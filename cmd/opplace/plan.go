@@ -37,6 +37,8 @@ type planFlags struct {
 	opCuts       bool
 	// replicated stages
 	zero string
+	// replicated and pipelined stages
+	recompute string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -111,6 +113,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
 	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the step over 10% longer)")
 	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state and gradient sharding none, zero1, zero2, or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
+	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -175,6 +178,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	opts.Strategies.Pipeline.OpCuts = f.opCuts
 	if opts.Strategies.Sharding, err = strategy.ParseSharding(f.zero); err != nil {
 		return usageError{fmt.Errorf("--zero: %w", err)}
+	}
+	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
+		return usageError{fmt.Errorf("--recompute: %w", err)}
 	}
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
