@@ -52,6 +52,10 @@ type Config struct {
 	// every such plan that does not fit, "none" never recomputes, "all"
 	// recomputes in every stage (see ParseRecompute, sim.Stage.Recompute).
 	Recompute string
+	// Tensor is the tensor-parallel degree the tensor strategy may use:
+	// "" for every power of two a device class allows, "none" for no
+	// tensor parallelism, or one degree (see ParseTensor).
+	Tensor string
 }
 
 // Problem is what every strategy receives: the graph, its order, its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -27,7 +28,7 @@ const TensorPartitioner = "pipedream"
 
 func init() {
 	Register("tensor", FamilyTensor, "tensor parallelism: ops split over groups of 2, 4 ... devices of one type as package shard chooses (Megatron-LM's column and row splits where they pay), the groups then pipelined and replicated as the partitioner finds best", func(cfg Config) Strategy {
-		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute}
+		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute, degree: cfg.Tensor}
 	})
 }
 
@@ -52,8 +53,45 @@ func (f *Fine) costs(c *cluster.Cluster) *cost.Table {
 type tensorParallel struct {
 	opts   partition.Options
 	levels []sim.Sharding
-	// recompute is the recomputation allowed (Config.Recompute).
-	recompute string
+	// recompute is the recomputation allowed (Config.Recompute); degree
+	// the tensor-parallel degree (Config.Tensor).
+	recompute, degree string
+}
+
+// ParseTensor reads the tensor-parallel degree a user allows: "auto"
+// (or "") every power of two up to a device class's size, "none" no
+// tensor parallelism, or a degree of at least 2.
+func ParseTensor(s string) (string, error) {
+	switch s {
+	case "", "auto":
+		return "", nil
+	case "none":
+		return s, nil
+	}
+	if t, err := strconv.Atoi(s); err == nil && t >= 2 {
+		return s, nil
+	}
+	return "", fmt.Errorf("tensor-parallel degree %q: use auto, none or a whole number of devices of at least 2", s)
+}
+
+// degrees are the group sizes the strategy tries on a class of n
+// devices.
+func (s tensorParallel) degrees(n int) []int {
+	switch s.degree {
+	case "none":
+		return nil
+	case "":
+		var ts []int
+		for t := 2; t <= n; t *= 2 {
+			ts = append(ts, t)
+		}
+		return ts
+	}
+	t, _ := strconv.Atoi(s.degree)
+	if t > n {
+		return nil
+	}
+	return []int{t}
 }
 
 // TensorSolution is the split behind a tensor-parallel proposal, on the
@@ -78,13 +116,16 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	if err := pinned(p, "tensor"); err != nil {
 		return nil, err
 	}
+	if s.degree == "none" {
+		return nil, fmt.Errorf("tensor: %w: tensor parallelism is turned off", ErrNotApplicable)
+	}
 	if p.Costs.Restricted() || len(p.Apart) > 0 {
 		return nil, fmt.Errorf("tensor: %w: placement rules (pin, avoid, separate) are not yet combined with tensor parallelism", ErrNotApplicable)
 	}
 	var out []Proposal
 	var reasons []string
 	for _, cl := range p.Costs.Classes() {
-		for t := 2; t <= len(cl); t *= 2 {
+		for _, t := range s.degrees(len(cl)) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -99,7 +140,7 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	}
 	if len(out) == 0 {
 		if len(reasons) == 0 {
-			reasons = append(reasons, "no host has two devices of one type")
+			reasons = append(reasons, "no device class has as many devices as a group needs")
 		}
 		return nil, fmt.Errorf("tensor: %w: %s", ErrNotApplicable, strings.Join(reasons, "; "))
 	}

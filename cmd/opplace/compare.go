@@ -29,6 +29,7 @@ type compareFlags struct {
 	optimizer  string
 	precision  string
 	recompute  string
+	tensor     string
 }
 
 func init() { commands = append(commands, newCompareCmd) }
@@ -68,6 +69,7 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 	fl.IntVar(&f.groups, "groups", placer.DefaultILPGroups, "ilp: coarsen the graph to about this many units")
 	fl.Float64Var(&f.ilpSeconds, "ilp-seconds", placer.DefaultILPSeconds, "ilp: Cbc time limit in seconds")
 	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
+	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -93,6 +95,9 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 		Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}}
 	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
 		return usageError{fmt.Errorf("--recompute: %w", err)}
+	}
+	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
+		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
 	}
 	if err := f.applyCompare(&opts, f.strategies); err != nil {
 		return err

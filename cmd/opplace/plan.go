@@ -39,6 +39,7 @@ type planFlags struct {
 	zero string
 	// replicated and pipelined stages
 	recompute string
+	tensor    string
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -114,6 +115,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the step over 10% longer)")
 	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state and gradient sharding none, zero1, zero2, or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
 	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
+	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -181,6 +183,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
 		return usageError{fmt.Errorf("--recompute: %w", err)}
+	}
+	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
+		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
 	}
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()

@@ -106,3 +106,27 @@ func TestTensorPlanNotGiven(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// TestTensorParallelFlag: --tensor-parallel fixes the group size, none
+// turns the family off, and a size below 2 is a usage error.
+func TestTensorParallelFlag(t *testing.T) {
+	args := []string{"plan", filepath.Join(modelDir, "bert_base.onnx"), "--batch", "16",
+		"--cluster", filepath.Join(clusterDir, "4xV100.yaml"), "-o", "json", "--strategy", "tensor"}
+	code, stdout, stderr := invoke(t, append(args, "--tensor-parallel", "4")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.TensorParallel != 4 {
+		t.Errorf("tensor degree %d, want 4", p.TensorParallel)
+	}
+	if code, _, stderr := invoke(t, append(args, "--tensor-parallel", "none")...); code == 0 || !strings.Contains(stderr, "turned off") {
+		t.Errorf("none: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := invoke(t, append(args, "--tensor-parallel", "1")...); code != 2 || !strings.Contains(stderr, "--tensor-parallel") {
+		t.Errorf("1: exit %d: %s", code, stderr)
+	}
+}
