@@ -98,10 +98,17 @@ func buildGantt(p *plan.Plan, stageOf map[string]int) *gantt {
 				if reps := replicas(p, s); reps > 1 {
 					tags = append(tags, fmt.Sprintf("×%d", reps))
 				}
+				st := p.Stage(s)
+				if st != nil && st.TensorParallel > 1 {
+					tags = append(tags, fmt.Sprintf("tensor %d", st.TensorParallel))
+				}
 				r.tag = strings.Join(tags, " ")
 				r.title = fmt.Sprintf("%s, stage %d", op.Device, s)
 				if reps := replicas(p, s); reps > 1 {
 					r.title += fmt.Sprintf(", first of %d replicas", reps)
+				}
+				if st != nil && st.TensorParallel > 1 {
+					r.title += fmt.Sprintf(", first of a tensor-parallel group of %d running its share of every op in lockstep", st.TensorParallel)
 				}
 			}
 			opRows[d] = r

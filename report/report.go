@@ -214,11 +214,25 @@ func summary(pg *page, p *plan.Plan) {
 	cards = append(cards, card{Key: "Devices", Value: fmt.Sprintf("%d of %d", used, len(p.Devices)), Note: "hold memory in the step"})
 	cards = append(cards, card{Key: "Across devices", Value: fmtBytes(p.CrossDeviceBytes), Note: count(len(p.Transfers), "transfer")})
 	if len(p.AllReduces) > 0 {
-		var b int64
+		// The replicas' buckets, and the tensor-parallel groups'
+		// collectives (which name the tensor they collect).
+		var b, tb int64
+		var n, tn int
 		for _, a := range p.AllReduces {
+			if a.Tensor != "" {
+				tb += a.Bytes
+				tn++
+				continue
+			}
 			b += a.Bytes
+			n++
 		}
-		cards = append(cards, card{Key: "All-reduce", Value: fmtBytes(b), Note: count(len(p.AllReduces), "bucket") + " of gradients per replica"})
+		if n > 0 {
+			cards = append(cards, card{Key: "All-reduce", Value: fmtBytes(b), Note: count(n, "bucket") + " of gradients per replica"})
+		}
+		if tn > 0 {
+			cards = append(cards, card{Key: "Tensor-parallel", Value: fmtBytes(tb), Note: count(tn, "collective") + fmt.Sprintf(" in groups of %d", p.TensorParallel)})
+		}
 	}
 	if p.EstimatedStepMS > 0 && p.PredictedStepMS > 0 {
 		cards = append(cards, card{Key: "Strategy's estimate", Value: fmtMS(p.EstimatedStepMS),
@@ -240,6 +254,8 @@ func devicesTable(pg *page, p *plan.Plan, stageOf map[string]int) {
 		r := deviceRow{Name: d.Name, Type: d.Type, Host: d.Host, Ops: fmt.Sprint(d.Ops), Busy: fmtNum3(d.BusyMS),
 			Peak: fmtBytes(d.PeakMemoryBytes), Capacity: fmtBytes(d.MemoryBytes), Resident: fmtBytes(d.ResidentBytes)}
 		switch s, ok := stageOf[d.Name]; {
+		case ok && d.Ops == 0 && tensorMember(p, s, d.Name) != "":
+			r.Role = fmt.Sprintf("stage %d %s", s, tensorMember(p, s, d.Name))
 		case ok && d.Ops == 0:
 			r.Role = fmt.Sprintf("stage %d replica", s)
 		case ok:
@@ -602,4 +618,22 @@ func modeName(mode string) string {
 		return "inference"
 	}
 	return mode
+}
+
+// tensorMember is where a device sits in a tensor-parallel stage
+// ("group 2, member 1": the second device of the third replica's
+// group), or "" when the stage is not tensor-parallel.
+func tensorMember(p *plan.Plan, s int, name string) string {
+	st := p.Stage(s)
+	if st == nil || st.TensorParallel < 2 {
+		return ""
+	}
+	for k, group := range st.ReplicaDevices {
+		for i, d := range group {
+			if d == name {
+				return fmt.Sprintf("group %d, member %d", k, i)
+			}
+		}
+	}
+	return ""
 }

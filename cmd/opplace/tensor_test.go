@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,6 +74,25 @@ func TestTensorParallelMegatron(t *testing.T) {
 	// Deterministic: the same plan byte for byte.
 	if _, again, _ := invoke(t, append(args, "--strategy", "tensor")...); again != stdout {
 		t.Error("a second run gave another plan")
+	}
+	// The report tells the group's collectives from the replicas'
+	// buckets and says where each member sits.
+	dir := t.TempDir()
+	planFile, html := filepath.Join(dir, "plan.json"), filepath.Join(dir, "report.html")
+	if err := os.WriteFile(planFile, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := invoke(t, "report", planFile, "-o", html); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Tensor-parallel", fmt.Sprintf("in groups of %d", p.TensorParallel), "group 0, member 1", fmt.Sprintf("× tensor %d", p.TensorParallel)} {
+		if !strings.Contains(string(page), w) {
+			t.Errorf("report lacks %q", w)
+		}
 	}
 	code, stdout, stderr = invoke(t, args...)
 	if code != 0 {
