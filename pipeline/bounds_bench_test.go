@@ -46,7 +46,7 @@ func BenchmarkBounds(b *testing.B) {
 					fresh := strategy.NewProblem(prob.Problem, prob.Batch)
 					fresh.Bound = old
 					t1 := time.Now()
-					for _, fam := range []string{"", strategy.FamilyPlacement, strategy.FamilyDataParallel, strategy.FamilyPipeline, strategy.FamilyHybrid} {
+					for _, fam := range []string{"", strategy.FamilyPlacement, strategy.FamilyDataParallel, strategy.FamilyPipeline, strategy.FamilyHybrid, strategy.FamilyTensor} {
 						strategy.SpaceBound(fresh, fam)
 					}
 					newTime := time.Since(t1)

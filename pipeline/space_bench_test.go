@@ -33,7 +33,7 @@ import (
 //	go test -run '^$' -bench PlanSpace -benchtime 1x ./pipeline/
 func BenchmarkPlanSpace(b *testing.B) {
 	ctx := context.Background()
-	families := []string{strategy.FamilyDataParallel, strategy.FamilyPipeline, strategy.FamilyPlacement, strategy.FamilyHybrid}
+	families := []string{strategy.FamilyDataParallel, strategy.FamilyPipeline, strategy.FamilyPlacement, strategy.FamilyHybrid, strategy.FamilyTensor}
 	var rows, estimates []string
 	for _, m := range sharedModels {
 		for _, cl := range []string{"4xV100", "8xA100-2host", "hetero"} {
@@ -108,7 +108,7 @@ func BenchmarkPlanSpace(b *testing.B) {
 			})
 		}
 	}
-	b.Logf("\n| model | cluster | data-parallel | pipeline | placement | hybrid | auto (ms) | bound | gap | auto s |\n|---|---|---|---|---|---|---|---|---|---|\n%s",
+	b.Logf("\n| model | cluster | data-parallel | pipeline | placement | hybrid | tensor | auto (ms) | bound | gap | auto s |\n|---|---|---|---|---|---|---|---|---|---|---|\n%s",
 		strings.Join(rows, "\n"))
 	b.Logf("\n| model | cluster | partitioner | M | estimate ms | judge ms | estimate error |\n|---|---|---|---|---|---|---|\n%s",
 		strings.Join(estimates, "\n"))
