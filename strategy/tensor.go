@@ -122,20 +122,45 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	if p.Costs.Restricted() || len(p.Apart) > 0 {
 		return nil, fmt.Errorf("tensor: %w: placement rules (pin, avoid, separate) are not yet combined with tensor parallelism", ErrNotApplicable)
 	}
-	var out []Proposal
-	var reasons []string
+	// Every degree's split is solved at once (each is a few Cbc
+	// programs); the proposals are then made in order.
+	type job struct {
+		cl     []int
+		groups [][]int
+		t      int
+		sol    *TensorSolution
+		split  *sim.TensorSplit
+		err    error
+	}
+	var jobs []*job
 	for _, cl := range p.Costs.Classes() {
 		for _, t := range s.degrees(len(cl)) {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			groups := tensorGroups(p.Costs.Cluster, cl, t)
-			props, err := s.proposeGroups(ctx, p, groups, t)
-			if err != nil {
-				reasons = append(reasons, fmt.Sprintf("t=%d on %s: %v", t, p.Costs.Cluster.Devices[cl[0]].Type.Name, err))
-				continue
-			}
+			jobs = append(jobs, &job{cl: cl, groups: tensorGroups(p.Costs.Cluster, cl, t), t: t})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.sol, j.split, j.err = s.solve(p, j.groups[0], j.t)
+		}()
+	}
+	wg.Wait()
+	var out []Proposal
+	var reasons []string
+	for _, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		err := j.err
+		if err == nil {
+			var props []Proposal
+			props, err = s.proposeGroups(ctx, p, j.groups, j.t, j.sol, j.split)
 			out = append(out, props...)
+		}
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("t=%d on %s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, err))
 		}
 	}
 	if len(out) == 0 {
@@ -148,12 +173,8 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 }
 
 // proposeGroups proposes the plans whose tensor-parallel groups are
-// groups (of t devices each).
-func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups [][]int, t int) ([]Proposal, error) {
-	sol, split, err := s.solve(p, groups[0], t)
-	if err != nil {
-		return nil, err
-	}
+// groups (of t devices each), split as sol and split say.
+func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups [][]int, t int, sol *TensorSolution, split *sim.TensorSplit) ([]Proposal, error) {
 	note := fmt.Sprintf("tensor-parallel groups of %d (%s), %s", t, choiceSummary(sol.Choice), blockNote(sol))
 	single := func(r int) *sim.Plan {
 		pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(p.Graph.Ops))}, Split: split}
