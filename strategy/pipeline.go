@@ -73,15 +73,11 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 // attempts partitions and, while the simulator finds the split
 // overflowing, partitions again with less memory (see Propose).
 func (s pipelined) attempts(ctx context.Context, p *Problem) ([]Proposal, error) {
-	var out []Proposal
-	scale := 1.0
-	for attempt := 0; attempt < 3; attempt++ {
+	simulate := func(pl *sim.Plan) (*sim.Result, error) { return p.parts.simulate(p, pl) }
+	return shrinking(p, func(scale float64, attempt int) ([]Proposal, *sim.Result, error) {
 		pp, cutNote, err := s.partition(ctx, p, scale)
 		if err != nil {
-			if attempt == 0 {
-				return nil, err
-			}
-			break
+			return nil, nil, err
 		}
 		props := s.proposals(p, pp)
 		if cutNote != "" {
@@ -95,17 +91,39 @@ func (s pipelined) attempts(ctx context.Context, p *Problem) ([]Proposal, error)
 				props[i].Notes = append(props[i].Notes, note)
 			}
 		}
-		res, err := p.parts.simulate(p, props[0].Plan)
+		res, err := simulate(props[0].Plan)
 		props[0].Sim = res // the judge needs it too
 		if err == nil {
 			// Pipedream and exact often propose the same stages: each
 			// plan is simulated once.
 			for i := 1; i < len(props); i++ {
-				props[i].Sim, _ = p.parts.simulate(p, props[i].Plan)
+				props[i].Sim, _ = simulate(props[i].Plan)
 			}
 		}
-		out = append(out, recomputeVariants(p, props, s.recompute, func(pl *sim.Plan) (*sim.Result, error) { return p.parts.simulate(p, pl) })...)
-		if err != nil || p.Fits(res) {
+		return recomputeVariants(p, props, s.recompute, simulate), res, nil
+	})
+}
+
+// shrinking calls try with every device's memory at its capacity
+// (scale 1) and, while the simulator finds the first plan try proposed
+// overflowing a device (its result, nil when it could not run), again
+// with the memory scaled down by the overshoot: the partitioners' memory
+// models leave out transients the simulator counts. It makes three tries
+// at most and returns every try's proposals; an error is returned only
+// when the first try fails.
+func shrinking(p *Problem, try func(scale float64, attempt int) ([]Proposal, *sim.Result, error)) ([]Proposal, error) {
+	var out []Proposal
+	scale := 1.0
+	for attempt := 0; attempt < 3; attempt++ {
+		props, res, err := try(scale, attempt)
+		if err != nil {
+			if attempt == 0 {
+				return nil, err
+			}
+			break
+		}
+		out = append(out, props...)
+		if res == nil || p.Fits(res) {
 			break
 		}
 		worst := 1.0

@@ -304,49 +304,42 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 	virtual := NewProblem(vp, p.Batch)
 	virtual.Modules, virtual.CutRequired = p.Modules, p.CutRequired
 	part := pipelined{name: TensorPartitioner, opts: s.opts}
-	var out []Proposal
-	scale := 1.0
-	for attempt := 0; attempt < 3; attempt++ {
+	return shrinking(p, func(scale float64, _ int) ([]Proposal, *sim.Result, error) {
 		pp, _, err := part.partition(ctx, virtual, scale)
 		if err != nil {
-			if attempt == 0 {
-				return nil, err
-			}
-			break
+			return nil, nil, err
 		}
 		var props []Proposal
 		for _, pr := range part.proposals(virtual, pp) {
-			pl := pr.Plan
-			real := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(pl.Device))}, OpStage: pl.OpStage,
-				MicroBatches: pl.MicroBatches, Schedule: pl.Schedule, Split: split}
-			for op, v := range pl.Device {
-				real.Device[op] = leads[v]
-			}
-			for _, st := range pl.Stages {
-				rs := sim.Stage{Tensor: t}
-				for _, rep := range st.Replicas {
-					rs.Replicas = append(rs.Replicas, slices.Clone(groups[rep[0]]))
-				}
-				real.Stages = append(real.Stages, rs)
-			}
-			props = append(props, Proposal{Plan: real, Pipeline: pr.Pipeline, Family: FamilyTensor,
-				Notes: []string{fmt.Sprintf("%d stages of tensor-parallel groups by %s", len(pl.Stages), TensorPartitioner)}})
+			props = append(props, Proposal{Plan: onGroups(pr.Plan, groups, leads, t, split), Pipeline: pr.Pipeline, Family: FamilyTensor,
+				Notes: []string{fmt.Sprintf("%d stages of tensor-parallel groups by %s", len(pr.Plan.Stages), TensorPartitioner)}})
 		}
 		if len(props) == 0 {
-			break
+			return nil, nil, nil
 		}
-		out = append(out, props...)
-		res, err := p.Simulate(props[0].Plan)
-		if err != nil || p.Fits(res) {
-			break
-		}
-		worst := 1.0
-		for d, peak := range res.PeakMemory {
-			worst = max(worst, float64(peak)/float64(c.Devices[d].Memory))
-		}
-		scale *= 0.99 / worst
+		res, _ := p.Simulate(props[0].Plan)
+		props[0].Sim = res
+		return props, res, nil
+	})
+}
+
+// onGroups is a plan of the proxy cluster (one device per group, leads
+// the groups' first devices) on the groups themselves: each proxy device
+// becomes its group, each stage tensor-parallel over t with the split.
+func onGroups(pl *sim.Plan, groups [][]int, leads []int, t int, split *sim.TensorSplit) *sim.Plan {
+	real := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(pl.Device))}, OpStage: pl.OpStage,
+		MicroBatches: pl.MicroBatches, Schedule: pl.Schedule, Split: split}
+	for op, v := range pl.Device {
+		real.Device[op] = leads[v]
 	}
-	return out, nil
+	for _, st := range pl.Stages {
+		rs := sim.Stage{Tensor: t}
+		for _, rep := range st.Replicas {
+			rs.Replicas = append(rs.Replicas, slices.Clone(groups[rep[0]]))
+		}
+		real.Stages = append(real.Stages, rs)
+	}
+	return real
 }
 
 // keptShare is the part of the graph's tensor bytes a member of a group
