@@ -57,6 +57,15 @@ var exactWorkloads = []struct {
 	{"inception_v3-train", func(tb testing.TB) *Problem {
 		return modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
 	}},
+	// Cutting between any ops, as the pipeline strategy also searches.
+	{"inception_v3-train-opcuts", func(tb testing.TB) *Problem {
+		p := modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
+		q, err := NewProblem(p.Costs, Options{OpCuts: true, SearchIdeals: searchIdealsEnv()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return q
+	}},
 }
 
 // BenchmarkExactProof times exact on issue 13's workloads and reports
