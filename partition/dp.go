@@ -215,6 +215,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 	// ends far harder than spreading it over every device left.
 	maxR := slices.Max(res.count)
 	caps := newCapacities(m, res)
+	capAll := caps.prefix[len(caps.prefix)-1] * bound
 	// cuttable[i]: ideal i passes capacities.boundary; restNeeds[i] is
 	// the fewest devices the units outside it need (0 for the full set).
 	cuttable := make([]bool, l.n)
@@ -383,6 +384,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				}
 			}
 			l.sums(s, d, e)
+			pair := int64(d)<<32 | int64(e)
 			if s.mixed {
 				// Larger stages from d hold both groups too, but on a DAG
 				// other ideals past e may not: only a chain can stop.
@@ -393,6 +395,8 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			}
 			temp := int64(-1)
 			cutIn, cutOut := l.cut[d], l.cut[e]
+			tol := 1e-9 * l.fast[full] / fM
+			beforeLoad, afterLoad := l.fast[d]/fM-tol, (l.fast[full]-l.fast[e])/fM-tol
 			// minRest: the fewest devices the remainder can run on under
 			// the bound (1 for the full set, where only the empty
 			// remainder counts).
@@ -404,7 +408,11 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				minRest = max(minRest, int(restNeed))
 			}
 			for k := range m.classes {
-				if !s.ok[k] {
+				src := k // the class whose sums stand for k's: its twins'
+				if group[k] >= 0 {
+					src = group[k]
+				}
+				if !s.ok[src] {
 					continue
 				}
 				cl := &m.classes[k]
@@ -412,10 +420,10 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				// The stage's compute on this class bounds its time from
 				// below (the fastest class's, used above, is weaker on a
 				// slow class).
-				compK, launchK := s.fwd[k]-s.fwdL[k], s.fwdL[k]
+				compK, launchK := s.fwd[src]-s.fwdL[src], s.fwdL[src]
 				if m.training {
-					compK += s.bwd[k] - s.bwdL[k]
-					launchK += s.bwdL[k]
+					compK += s.bwd[src] - s.bwdL[src]
+					launchK += s.bwdL[src]
 				}
 				for r := 1; r <= min(cnt, maxTotal); r++ {
 					if fastS/(float64(r)*fM)+launchS > bound || compK/(float64(r)*fM)+launchK > bound*(1+1e-9) {
@@ -435,14 +443,21 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 							if e == full && int(ui) != r*res.stride[k] {
 								continue
 							}
+							// The stages before d run on devices outside
+							// ui, the remainder on those of uRest: each
+							// set must carry its compute.
+							if capAll-caps.of[ui]*bound < beforeLoad || caps.of[int(ui)-r*res.stride[k]]*bound < afterLoad {
+								continue
+							}
 							if !have {
 								have = true
 								if g := group[k]; g >= 0 {
-									// One device, at position 0, r = 1.
-									if pair := int64(d)<<32 | int64(e); twinAt[g] == pair {
+									// One device, at position 0, r = 1, and
+									// the same links as g's.
+									if twinAt[g] == pair {
 										sc = twinSC[g]
 									} else {
-										sc = m.stage(s, k, cutIn, cutOut, r, pos, M)
+										sc = m.stage(s, g, cutIn, cutOut, r, pos, M)
 										twinSC[g], twinAt[g] = sc, pair
 									}
 								} else {
@@ -527,6 +542,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 type capacities struct {
 	prefix []float64
 	sets   []float64
+	of     []float64 // by device-count vector: its share sum
 }
 
 func newCapacities(m *model, res *resources) *capacities {
@@ -566,6 +582,7 @@ func newCapacities(m *model, res *resources) *capacities {
 			sum += float64((i/res.stride[k])%(res.count[k]+1)) * shares[k]
 		}
 		c.sets = append(c.sets, sum)
+		c.of = append(c.of, sum)
 	}
 	slices.Sort(c.sets)
 	c.sets = slices.Compact(c.sets)

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,10 +48,10 @@ var exactWorkloads = []struct {
 	load func(testing.TB) *Problem
 }{
 	{"dnnp-inceptionv3-layers", func(tb testing.TB) *Problem {
-		return peerProblem(tb, "throughput-inputs_LayerGraphs_inceptionv3_training", "inceptionv3-norep", Options{MicroBatches: 1, TimeLimit: 10 * time.Minute, SearchIdeals: searchIdealsEnv()})
+		return peerProblem(tb, "throughput-inputs_LayerGraphs_inceptionv3_training", "inceptionv3-norep", Options{MicroBatches: 1, TimeLimit: 10 * time.Minute})
 	}},
 	{"dnnp-bert-l12-ops", func(tb testing.TB) *Problem {
-		return peerProblem(tb, "throughput-inputs_OperatorGraphs_bert_L-12_training", "bert_L-12-norep", Options{MicroBatches: 1, TimeLimit: 10 * time.Minute, SearchIdeals: searchIdealsEnv()})
+		return peerProblem(tb, "throughput-inputs_OperatorGraphs_bert_L-12_training", "bert_L-12-norep", Options{MicroBatches: 1, TimeLimit: 10 * time.Minute})
 	}},
 	{"inception_v3-train", func(tb testing.TB) *Problem {
 		return modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
@@ -60,7 +59,7 @@ var exactWorkloads = []struct {
 	// Cutting between any ops, as the pipeline strategy also searches.
 	{"inception_v3-train-opcuts", func(tb testing.TB) *Problem {
 		p := modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
-		q, err := NewProblem(p.Costs, Options{OpCuts: true, SearchIdeals: searchIdealsEnv()})
+		q, err := NewProblem(p.Costs, Options{OpCuts: true})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -93,10 +92,4 @@ func BenchmarkExactProof(b *testing.B) {
 			}
 		})
 	}
-}
-
-func searchIdealsEnv() int {
-	n := 0
-	fmt.Sscan(os.Getenv("EXP_SEARCH"), &n)
-	return n
 }
