@@ -322,6 +322,9 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 					queue = append(queue, e)
 				}
 			}
+			// In the order of the downsets (by size, as the walk meets
+			// them), so ties between equal splits go as the walk's did.
+			slices.Sort(queue)
 		}
 		for qi := first; ; qi++ {
 			var e int32
