@@ -298,6 +298,10 @@ func (p *Problem) proveOnUnits(ctx context.Context, pl *Plan, info *ExactInfo, d
 		return false, err
 	}
 	if s != nil && s.value < pl.value*(1-1e-12) {
+		// Within one M, splits are chosen by the objective, as in
+		// exactOverM (its simulated step may be longer: with one
+		// micro-batch the step is the sum of the stages, the objective
+		// their maximum).
 		np := p.report("exact", s)
 		np.Warnings = append(np.Warnings, pl.Warnings...)
 		*pl = *np
