@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,6 +90,30 @@ func BenchmarkExactProof(b *testing.B) {
 			}
 			for _, w := range pl.Warnings {
 				b.Log(w)
+			}
+		})
+	}
+}
+
+// TestExactProvesPeers: exact proves its plan optimal over the unit
+// graph, with no gap, on issue 13's dnn-partitioning workloads, at the
+// optimum bottleneck (the dnn-partitioning objective: the largest device
+// load). It skips in -short mode (the Inception-V3 proof takes seconds)
+// and without the inputs.
+func TestExactProvesPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds of search")
+	}
+	want := map[string]float64{"dnnp-inceptionv3-layers": 122.6, "dnnp-bert-l12-ops": 429.5}
+	for _, w := range exactWorkloads[:2] {
+		t.Run(w.name, func(t *testing.T) {
+			pl := run(t, "exact", w.load(t))
+			e := pl.Exact
+			if e == nil || !e.Optimal || e.Gap != 0 || e.ReducedUnits != e.Units {
+				t.Errorf("not proven on the unit graph: %+v %q", e, pl.Warnings)
+			}
+			if math.Abs(pl.BottleneckMs-want[w.name]) > 0.05 {
+				t.Errorf("bottleneck %v ms, want %v", pl.BottleneckMs, want[w.name])
 			}
 		})
 	}
