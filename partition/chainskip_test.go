@@ -39,7 +39,7 @@ func TestChainSkipMatchesBreadthFirst(t *testing.T) {
 			t.Fatalf("trial %d: the downsets of a path (%d units, %d downsets) are not taken for a chain", trial, p.u.n, chained.n)
 		}
 		bfs := *chained
-		bfs.chain, bfs.tempMax = false, nil
+		bfs.chain, bfs.tempMax, bfs.walk = false, nil, true
 		for _, M := range []int{1, 2, 4} {
 			for _, slack := range []float64{math.Inf(1), 1.5, 1.05} {
 				ub := slack

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"slices"
@@ -28,17 +29,69 @@ var errDeadline = errors.New("time limit")
 var errWork = errors.New("work budget")
 
 // resources indexes vectors u (devices per class) in mixed radix.
+//
+// Twin classes (twins) are one-device classes that no stage can tell
+// apart: the same times, launches and bans for every unit, the same
+// memory and the same links (the dnn-partitioning clusters give each
+// accelerator its own type so that no stage is replicated, which makes
+// six classes of one device out of six identical accelerators). Any split
+// using some of a group of twins can swap them for the first ones at no
+// cost, so only canonical vectors are searched: the twins available form
+// a prefix of their group, and a stage on a twin takes the last one
+// available. This cuts 2^6 vectors to 7 for six twins and is exact.
 type resources struct {
 	count  []int // devices per class
 	stride []int
 	n      int
 	total  []int // devices in vector
-	// byClass[k][c] lists the vectors whose class-k count is c, by
+	// idx[i] numbers the canonical vectors 0..live-1 (-1: not canonical);
+	// the search's states are (ideal, idx, stages).
+	idx  []int32
+	live int
+	// byClass[k][c] lists the canonical vectors whose class-k count is c
+	// (and, for a twin, where class k is the last twin available), by
 	// total; byTotal[k][c][t] is where those with total t start (the
 	// order of the vectors does not matter to the search: each writes
 	// its own states).
 	byClass [][][]int32
 	byTotal [][][]int32
+}
+
+// twinGroups numbers each class's group of twins (classes of one device
+// with identical costs and links), -1 for a class with none.
+func twinGroups(m *model) []int {
+	nc := len(m.classes)
+	group := make([]int, nc)
+	for k := range group {
+		group[k] = -1
+	}
+	n := len(m.fwd) / max(nc, 1)
+	same := func(a, b int) bool {
+		ca, cb := &m.classes[a], &m.classes[b]
+		if len(ca.devices) != 1 || len(cb.devices) != 1 || ca.memory != cb.memory ||
+			!slices.Equal(ca.next, cb.next) || !slices.Equal(ca.prev, cb.prev) || !slices.Equal(ca.ring, cb.ring) {
+			return false
+		}
+		for v := 0; v < n; v++ {
+			i, j := v*nc+a, v*nc+b
+			if m.fwd[i] != m.fwd[j] || m.bwd[i] != m.bwd[j] || m.upd[i] != m.upd[j] ||
+				m.fwdL[i] != m.fwdL[j] || m.bwdL[i] != m.bwdL[j] || m.banned[i] != m.banned[j] {
+				return false
+			}
+		}
+		return true
+	}
+	for a := 0; a < nc; a++ {
+		if group[a] >= 0 {
+			continue
+		}
+		for b := a + 1; b < nc; b++ {
+			if group[b] < 0 && same(a, b) {
+				group[a], group[b] = a, a
+			}
+		}
+	}
+	return group
 }
 
 func newResources(m *model) *resources {
@@ -48,16 +101,54 @@ func newResources(m *model) *resources {
 		r.stride = append(r.stride, r.n)
 		r.n *= len(cl.devices) + 1
 	}
+	group := twinGroups(m)
+	count := func(i, k int) int { return (i / r.stride[k]) % (r.count[k] + 1) }
+	// canonical: in each group of twins the available ones come first;
+	// last[k]: class k is the last twin available (or no twin).
+	canonical := func(i int) bool {
+		for k := range r.count {
+			if group[k] >= 0 && k > group[k] && count(i, k) == 1 {
+				for j := k - 1; j >= 0; j-- {
+					if group[j] == group[k] {
+						if count(i, j) == 0 {
+							return false
+						}
+						break
+					}
+				}
+			}
+		}
+		return true
+	}
+	last := func(i, k int) bool {
+		for j := k + 1; j < len(r.count); j++ {
+			if group[j] == group[k] && count(i, j) == 1 {
+				return false
+			}
+		}
+		return true
+	}
 	r.total = make([]int, r.n)
+	r.idx = make([]int32, r.n)
 	r.byClass = make([][][]int32, len(r.count))
 	for k := range r.count {
 		r.byClass[k] = make([][]int32, r.count[k]+1)
 	}
 	for i := 0; i < r.n; i++ {
 		for k := range r.count {
-			c := (i / r.stride[k]) % (r.count[k] + 1)
-			r.total[i] += c
-			r.byClass[k][c] = append(r.byClass[k][c], int32(i))
+			r.total[i] += count(i, k)
+		}
+		if !canonical(i) {
+			r.idx[i] = -1
+			continue
+		}
+		r.idx[i] = int32(r.live)
+		r.live++
+		for k := range r.count {
+			c := count(i, k)
+			if group[k] < 0 || c == 0 || last(i, k) {
+				r.byClass[k][c] = append(r.byClass[k][c], int32(i))
+			}
 		}
 	}
 	ndev := 0
@@ -106,7 +197,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 		nCap = min(M, p.Costs.NumDevices())
 	}
 	nN := nCap + 1
-	stride := res.n * nN
+	stride := res.live * nN
 	F := make([]float64, l.n*stride)
 	for i := range F {
 		F[i] = math.Inf(1)
@@ -118,6 +209,32 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 	bound := ub * (1 + 1e-9)
 	fM := float64(M)
 	ndev := p.Costs.NumDevices()
+	// A stage runs on replicas of one class, so on at most maxR devices:
+	// with one device per class (distinct accelerators) every stage's
+	// compute must fit the bound on one device, which prunes the stage
+	// ends far harder than spreading it over every device left.
+	maxR := slices.Max(res.count)
+	caps := newCapacities(m, res)
+	capAll := caps.prefix[len(caps.prefix)-1] * bound
+	// cuttable[i]: ideal i passes capacities.boundary; restNeeds[i] is
+	// the fewest devices the units outside it need (0 for the full set).
+	cuttable := make([]bool, l.n)
+	restNeeds := make([]int32, l.n)
+	for i := range cuttable {
+		cuttable[i] = math.IsInf(bound, 1) || caps.boundary(l.fast[i]/fM, l.fast[full]/fM, bound)
+		if e := int32(i); e != full {
+			restNeeds[i] = int32(max(devicesFor(l.restLoad(e, fM), bound), float64(caps.count((l.fast[full]-l.fast[e])/fM, bound))))
+		}
+	}
+	// Twins (see resources) cost a stage alike: a stage costed on one is
+	// reused on the others of its group (twinAt stamps the pair it was
+	// costed for).
+	group := twinGroups(m)
+	twinSC := make([]stageCost, len(m.classes))
+	twinAt := make([]int64, len(m.classes))
+	for k := range twinAt {
+		twinAt[k] = -1
+	}
 
 	s := newSums(l.nc)
 	// alive[e]: some split of the units outside e fits under the bound,
@@ -130,6 +247,20 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 	}
 	var queue []int32
 	checks := 0
+	// On a DAG, the stage ends worth costing are the cuttable ideals
+	// whose compute is within a stage's reach: sorted by compute, those
+	// above d are found by binary search and a subset test, skipping the
+	// walk over every ideal in between (most are not cuttable).
+	var cand []int32
+	if !l.chain && !l.walk {
+		for i := range cuttable {
+			if cuttable[i] && i > 0 {
+				cand = append(cand, int32(i))
+			}
+		}
+		slices.SortStableFunc(cand, func(a, b int32) int { return cmp.Compare(l.fast[a], l.fast[b]) })
+	}
+	words := l.words
 	for d := full - 1; d >= 0; d-- {
 		// The stages before D need devices too: by the same bound as the
 		// remainder's, they take at least (compute/M + launches)/ub of
@@ -141,7 +272,9 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				maxTotal--
 			}
 			maxTotal-- // at least one device goes to the stages before D
-			if maxTotal < 1 {
+			maxTotal = min(maxTotal, ndev-caps.count(l.fast[d]/fM, bound))
+			// ... and the units from D on need their own devices.
+			if maxTotal < 1 || !cuttable[d] || caps.count((l.fast[full]-l.fast[d])/fM, bound) > maxTotal {
 				continue
 			}
 		}
@@ -150,18 +283,48 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 		// those whose remainder cannot run on the devices left.
 		first := 0
 		if l.chain {
-			first = skipHeavyRest(l, d, maxTotal, fM, bound)
+			first = skipHeavyRest(l, d, maxTotal, min(maxTotal, maxR), fM, bound)
 			// Charged as the search visiting them would be.
 			if work != nil {
 				if *work -= int64(first+1) / 2; *work < 0 {
 					return nil, errWork
 				}
 			}
-		} else {
+		} else if l.walk {
 			queue = append(queue[:0], l.cover[l.coverStart[d]:l.coverStart[d+1]]...)
 			for _, e := range queue {
 				stamp[e] = d
 			}
+		} else {
+			// Compute never shrinks as an ideal grows, and a stage of more
+			// than maxR devices' worth is too big (stageTooBig).
+			fd := l.fast[d]
+			limit := fd + bound*float64(min(maxTotal, maxR))*fM*(1+1e-9)
+			lo := sort.Search(len(cand), func(i int) bool { return l.fast[cand[i]] >= fd })
+			queue = queue[:0]
+			db := l.bits[int(d)*words : int(d+1)*words]
+			for _, e := range cand[lo:] {
+				if l.fast[e] > limit {
+					break
+				}
+				if e == d {
+					continue
+				}
+				eb := l.bits[int(e)*words : int(e+1)*words]
+				sub := true
+				for w, x := range db {
+					if x&^eb[w] != 0 {
+						sub = false
+						break
+					}
+				}
+				if sub {
+					queue = append(queue, e)
+				}
+			}
+			// In the order of the downsets (by size, as the walk meets
+			// them), so ties between equal splits go as the walk's did.
+			slices.Sort(queue)
 		}
 		for qi := first; ; qi++ {
 			var e int32
@@ -191,14 +354,17 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			// plus its launches, which every micro-batch pays.
 			fastS := l.fast[e] - l.fast[d]
 			launchS := l.launch[e] - l.launch[d]
-			if stageTooBig(fastS, launchS, maxTotal, fM, bound) {
+			if stageTooBig(fastS, launchS, min(maxTotal, maxR), fM, bound) {
 				// Neither this stage nor any larger one fits under ub.
 				if l.chain {
 					break
 				}
 				continue
 			}
-			if !l.chain {
+			// Cheap test before summing: the stage needs at least rMin
+			// devices and the remainder restNeed; together at most
+			// maxTotal.
+			if l.walk {
 				for _, x := range l.cover[l.coverStart[e]:l.coverStart[e+1]] {
 					if stamp[x] != d {
 						stamp[x] = d
@@ -206,27 +372,22 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 					}
 				}
 			}
-			// Cheap test before summing: the stage needs at least rMin
-			// devices and the remainder restNeed; together at most
-			// maxTotal.
-			if launchS > bound {
+			if launchS > bound || !alive[e] || !cuttable[e] {
 				continue
 			}
 			rMin := max(1, math.Ceil(fastS/(fM*(bound-launchS))-1e-9))
 			restLoad := l.restLoad(e, fM)
-			restNeed := 0.0
-			if e != full {
-				restNeed = devicesFor(restLoad, bound)
-			}
-			if rMin+restNeed > float64(maxTotal) || !alive[e] {
+			restNeed := float64(restNeeds[e])
+			if rMin+restNeed > float64(maxTotal) {
 				continue
 			}
 			if work != nil {
-				if *work -= int64(res.n); *work < 0 {
+				if *work -= int64(res.live); *work < 0 {
 					return nil, errWork
 				}
 			}
 			l.sums(s, d, e)
+			pair := int64(d)<<32 | int64(e)
 			if s.mixed {
 				// Larger stages from d hold both groups too, but on a DAG
 				// other ideals past e may not: only a chain can stop.
@@ -237,6 +398,8 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			}
 			temp := int64(-1)
 			cutIn, cutOut := l.cut[d], l.cut[e]
+			tol := 1e-9 * l.fast[full] / fM
+			beforeLoad, afterLoad := l.fast[d]/fM-tol, (l.fast[full]-l.fast[e])/fM-tol
 			// minRest: the fewest devices the remainder can run on under
 			// the bound (1 for the full set, where only the empty
 			// remainder counts).
@@ -245,9 +408,14 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				for minRest <= maxTotal && restLoad/float64(minRest) > bound {
 					minRest++
 				}
+				minRest = max(minRest, int(restNeed))
 			}
 			for k := range m.classes {
-				if !s.ok[k] {
+				src := k // the class whose sums stand for k's: its twins'
+				if group[k] >= 0 {
+					src = group[k]
+				}
+				if !s.ok[src] {
 					continue
 				}
 				cl := &m.classes[k]
@@ -255,10 +423,10 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 				// The stage's compute on this class bounds its time from
 				// below (the fastest class's, used above, is weaker on a
 				// slow class).
-				compK, launchK := s.fwd[k]-s.fwdL[k], s.fwdL[k]
+				compK, launchK := s.fwd[src]-s.fwdL[src], s.fwdL[src]
 				if m.training {
-					compK += s.bwd[k] - s.bwdL[k]
-					launchK += s.bwdL[k]
+					compK += s.bwd[src] - s.bwdL[src]
+					launchK += s.bwdL[src]
 				}
 				for r := 1; r <= min(cnt, maxTotal); r++ {
 					if fastS/(float64(r)*fM)+launchS > bound || compK/(float64(r)*fM)+launchK > bound*(1+1e-9) {
@@ -278,15 +446,32 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 							if e == full && int(ui) != r*res.stride[k] {
 								continue
 							}
+							// The stages before d run on devices outside
+							// ui, the remainder on those of uRest: each
+							// set must carry its compute.
+							if capAll-caps.of[ui]*bound < beforeLoad || caps.of[int(ui)-r*res.stride[k]]*bound < afterLoad {
+								continue
+							}
 							if !have {
 								have = true
-								sc = m.stage(s, k, cutIn, cutOut, r, pos, M)
+								if g := group[k]; g >= 0 {
+									// One device, at position 0, r = 1, and
+									// the same links as g's.
+									if twinAt[g] == pair {
+										sc = twinSC[g]
+									} else {
+										sc = m.stage(s, g, cutIn, cutOut, r, pos, M)
+										twinSC[g], twinAt[g] = sc, pair
+									}
+								} else {
+									sc = m.stage(s, k, cutIn, cutOut, r, pos, M)
+								}
 								if sc.time > bound || sc.paramBytes > cl.memory {
 									break
 								}
 							}
 							uRest := int(ui) - r*res.stride[k]
-							base := int(e)*stride + uRest*nN
+							base := int(e)*stride + int(res.idx[uRest])*nN
 							for n2 := 0; n2 < nN; n2++ {
 								G := F[base+n2]
 								if math.IsInf(G, 1) {
@@ -294,7 +479,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 								}
 								cand := m.combine(sc.time, G)
 								nHat := min(n2+1, nCap)
-								at := int(d)*stride + int(ui)*nN + nHat
+								at := int(d)*stride + int(res.idx[ui])*nN + nHat
 								if cand >= F[at] {
 									continue
 								}
@@ -317,10 +502,13 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 	}
 	best, bestAt := math.Inf(1), -1
 	for ui := 0; ui < res.n; ui++ {
+		if res.idx[ui] < 0 {
+			continue
+		}
 		for n := 1; n < nN; n++ {
-			at := ui*nN + n
+			at := int(res.idx[ui])*nN + n
 			if F[at] < best {
-				best, bestAt = F[at], at
+				best, bestAt = F[at], ui*nN+n
 			}
 		}
 	}
@@ -330,7 +518,7 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 	sol := &solution{M: M, value: best, lat: l}
 	d, ui, n := int32(0), bestAt/nN, bestAt%nN
 	for d != full {
-		at := int(d)*stride + ui*nN + n
+		at := int(d)*stride + int(res.idx[ui])*nN + n
 		e, mv := nextI[at], move[at]
 		k, r, n2 := int(mv&0xff), int(mv>>8&0xff), int(mv>>16)
 		uk := (ui / res.stride[k]) % (res.count[k] + 1)
@@ -338,6 +526,98 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 		d, ui, n = e, ui-r*res.stride[k], n2
 	}
 	return sol, nil
+}
+
+// capacities bound how many devices a load needs when the classes
+// differ in speed. rho[k] is the least ratio, over the units class k can
+// run, of their compute there (launches excluded) to their fastest
+// class's: a stage on class k with fastest-class compute f takes at
+// least rho[k]·f/(r·M), so a device of class k carries at most bound/rho[k]
+// of fastest-class compute per micro-batch. prefix[j] sums the j largest
+// of those shares (per unit of bound) over every device.
+//
+// sets lists, sorted, the distinct share sums of every set of devices
+// (by device-count vector). The devices of the stages before a cut D
+// carry D's compute and the others the rest, so some set of devices has
+// capacity between D's compute and D's compute plus the slack (all the
+// capacity less all the compute): a cut outside every such window is in
+// no split under the bound (boundary).
+type capacities struct {
+	prefix []float64
+	sets   []float64
+	of     []float64 // by device-count vector: its share sum
+}
+
+func newCapacities(m *model, res *resources) *capacities {
+	nc := len(m.classes)
+	n := len(m.fwd) / max(nc, 1)
+	var share []float64
+	shares := make([]float64, nc)
+	c := &capacities{}
+	for k := range m.classes {
+		rho := math.Inf(1)
+		for v := 0; v < n; v++ {
+			i := v*nc + k
+			f := m.fastest(v)
+			if m.banned[i] != 0 || !(f > 0) {
+				continue
+			}
+			c := m.fwd[i] - m.fwdL[i]
+			if m.training {
+				c += m.bwd[i] - m.bwdL[i]
+			}
+			rho = min(rho, c/f)
+		}
+		// Rounding: the ratio of sums is the ratio of terms only up to
+		// floating error, so the shares are rounded up a little.
+		sh := 1.0
+		if rho > 1 && !math.IsInf(rho, 1) {
+			sh = 1 / (rho * (1 - 1e-9))
+		}
+		shares[k] = min(1, sh)
+		for range res.count[k] {
+			share = append(share, shares[k])
+		}
+	}
+	for i := 0; i < res.n; i++ {
+		var sum float64
+		for k := range res.count {
+			sum += float64((i/res.stride[k])%(res.count[k]+1)) * shares[k]
+		}
+		c.sets = append(c.sets, sum)
+		c.of = append(c.of, sum)
+	}
+	slices.Sort(c.sets)
+	c.sets = slices.Compact(c.sets)
+	slices.SortFunc(share, func(a, b float64) int { return cmp.Compare(b, a) })
+	c.prefix = make([]float64, len(share)+1)
+	for j, x := range share {
+		c.prefix[j+1] = c.prefix[j] + x
+	}
+	return c
+}
+
+// count is the fewest devices (at least 1) that can carry load (fastest-
+// class compute per micro-batch) under bound; one more than the devices
+// when even all of them cannot.
+func (c *capacities) count(load, bound float64) int {
+	for j := 1; j < len(c.prefix); j++ {
+		if load <= c.prefix[j]*bound*(1+1e-9) {
+			return j
+		}
+	}
+	return len(c.prefix)
+}
+
+// boundary reports whether a cut whose stages before carry load (of
+// total, both fastest-class compute per micro-batch) can be in a split
+// under bound: whether some set of devices has a capacity between load
+// and load plus the slack.
+func (c *capacities) boundary(load, total, bound float64) bool {
+	slack := c.prefix[len(c.prefix)-1]*bound - total
+	tol := 1e-9 * max(total, bound)
+	i := sort.SearchFloat64s(c.sets, (load-tol)/bound)
+	return i < len(c.sets) && c.sets[i]*bound <= load+slack+tol
 }
 
 // stageTooBig reports whether a stage of this fastest-class compute and
@@ -373,15 +653,15 @@ func restDevices(l *lattice, e int32, fM, bound float64) float64 {
 
 // skipHeavyRest is, on a chain, how many ideals after d solve can pass
 // over at once: those before the first whose stage from d is too big
-// (stageTooBig) or whose remainder fits on the devices a one-device
+// (stageTooBig on maxStage devices) or whose remainder fits on the devices a one-device
 // stage leaves (restDevices). Both tests are monotone along the chain,
 // so this is a binary search, and solve would reject every ideal skipped
 // without costing it.
-func skipHeavyRest(l *lattice, d int32, maxTotal int, fM, bound float64) int {
+func skipHeavyRest(l *lattice, d int32, maxTotal, maxStage int, fM, bound float64) int {
 	n := int(l.full() - d)
 	return sort.Search(n, func(i int) bool {
 		e := d + 1 + int32(i)
-		return stageTooBig(l.fast[e]-l.fast[d], l.launch[e]-l.launch[d], maxTotal, fM, bound) ||
+		return stageTooBig(l.fast[e]-l.fast[d], l.launch[e]-l.launch[d], maxStage, fM, bound) ||
 			restDevices(l, e, fM, bound)+1 <= float64(maxTotal)
 	})
 }
@@ -395,6 +675,10 @@ func skipHeavyRest(l *lattice, d int32, maxTotal int, fM, bound float64) int {
 func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *int64) (*solution, error) {
 	full := l.full()
 	lb := (l.fast[full]/float64(M) + l.launch[full]) / float64(p.Costs.NumDevices())
+	// Slower classes carry less of the compute (see capacities).
+	if c := newCapacities(l.m, newResources(l.m)); c.prefix[len(c.prefix)-1] > 0 {
+		lb = max(lb, l.fast[full]/float64(M)/c.prefix[len(c.prefix)-1])
+	}
 	for b, i := lb*1.05, 0; b < ub && b > 0 && i < 40; b, i = b*1.5, i+1 {
 		s, err := solve(p, l, M, b, deadline, work)
 		if err != nil {

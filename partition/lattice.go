@@ -46,6 +46,10 @@ type lattice struct {
 	// with the index, and size[i] is where ideal i ends in the order
 	// units are added.
 	chain bool
+	// walk makes solve reach the stage ends from each ideal by a
+	// breadth-first walk over the cover edges (the tests' reference)
+	// rather than by searching the cuttable ideals sorted by compute.
+	walk bool
 	// tempMax[j][p] is the largest scratch buffer of the units at
 	// positions p..p+2^j-1 of that order (chain only): a sparse table, so
 	// a stage's scratch is O(1) where scanning its units made pipedream

@@ -186,6 +186,17 @@ func TestAgainstBruteForce(t *testing.T) {
 			forced.SearchIdeals = 1
 			pf := newTestProblem(t, g, c, forced)
 			pr, _ := New("exact")
+			// With the search of the unit graph under the reduced optimum,
+			// the plan is the optimum over all cuts, proven.
+			if pl, err := pr.Partition(context.Background(), pf); err == nil {
+				if !near(pl.ObjectiveMs, wantAll) || !pl.Exact.Optimal || pl.Exact.Gap != 0 {
+					t.Errorf("reduced then proven on the unit graph: %v ms (%+v), brute force %v ms", pl.ObjectiveMs, pl.Exact, wantAll)
+				}
+			} else if !math.IsInf(wantAll, 1) {
+				t.Errorf("reduced then proven: %v, brute force finds %v ms", err, wantAll)
+			}
+			// Without it, the relaxation bounds the reduced optimum.
+			withoutUnitProof(t)
 			pl, err := pr.Partition(context.Background(), pf)
 			var inf *InfeasibleError
 			if errors.As(err, &inf) {
