@@ -90,6 +90,11 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 	if opts.TimeLimit <= 0 {
 		opts.TimeLimit = DefaultTimeLimit
 	}
+	if !weightsOfKnownShape(g) {
+		// A costed graph without shapes: nothing to split, said in
+		// one pass instead of after building every op's strategies.
+		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q reads a weight of known shape: %w", g.Name, ErrNotApplicable)
+	}
 	p := newProblem(g, t, m)
 	if !p.applicable() {
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q has a weight whose dimensions divide by %d: %w", g.Name, t, ErrNotApplicable)
@@ -269,4 +274,27 @@ func (p *problem) convCost(from, to Layout, bytes int64) float64 {
 		return p.m.Collective(k, bytes)
 	}
 	return 0
+}
+
+// weightsOfKnownShape reports whether some forward MatMul, Gemm or Conv
+// reads a parameter (a weight) whose shape is known, which a split
+// needs.
+func weightsOfKnownShape(g *graph.Graph) bool {
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Phase != graph.Forward {
+			continue
+		}
+		switch op.Type {
+		case "MatMul", "Gemm", "Conv":
+		default:
+			continue
+		}
+		for _, x := range op.Inputs {
+			if tn := &g.Tensors[x]; tn.ShapeKnown && (tn.Kind == graph.Parameter || tn.Producer != graph.NoOp) {
+				return true
+			}
+		}
+	}
+	return false
 }

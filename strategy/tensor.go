@@ -122,41 +122,28 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	if p.Costs.Restricted() || len(p.Apart) > 0 {
 		return nil, fmt.Errorf("tensor: %w: placement rules (pin, avoid, separate) are not yet combined with tensor parallelism", ErrNotApplicable)
 	}
-	// Every degree's split is solved at once (each is a few Cbc
-	// programs); the proposals are then made in order.
 	type job struct {
 		cl     []int
 		groups [][]int
 		t      int
-		sol    *TensorSolution
-		split  *sim.TensorSplit
-		err    error
 	}
-	var jobs []*job
+	var jobs []job
 	for _, cl := range p.Costs.Classes() {
 		for _, t := range s.degrees(len(cl)) {
-			jobs = append(jobs, &job{cl: cl, groups: tensorGroups(p.Costs.Cluster, cl, t), t: t})
+			jobs = append(jobs, job{cl: cl, groups: tensorGroups(p.Costs.Cluster, cl, t), t: t})
 		}
 	}
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.sol, j.split, j.err = s.solve(p, j.groups[0], j.t)
-		}()
-	}
-	wg.Wait()
 	var out []Proposal
 	var reasons []string
 	for _, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		err := j.err
+		// One degree after another: Cbc solves one program at a time.
+		sol, split, err := s.solve(p, j.groups[0], j.t)
 		if err == nil {
 			var props []Proposal
-			props, err = s.proposeGroups(ctx, p, j.groups, j.t, j.sol, j.split)
+			props, err = s.proposeGroups(ctx, p, j.groups, j.t, sol, split)
 			out = append(out, props...)
 		}
 		if err != nil {

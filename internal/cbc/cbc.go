@@ -16,8 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 )
+
+// solving serialises Solve: Cbc's C interface parses parameters through
+// its command-line reader, whose state is global, so two solves at once
+// garble each other's settings (and print the garble on stdout).
+var solving sync.Mutex
 
 // Inf is the bound meaning "no bound".
 var Inf = math.Inf(1)
@@ -80,6 +86,8 @@ type Solution struct {
 
 // Solve runs Cbc on p.
 func Solve(p *Problem) (*Solution, error) {
+	solving.Lock()
+	defer solving.Unlock()
 	nc, nr := len(p.Cols), len(p.RowLower)
 	if len(p.ColLower) != nc || len(p.ColUpper) != nc || len(p.Obj) != nc || len(p.RowUpper) != nr {
 		return nil, errors.New("cbc: inconsistent problem dimensions")
