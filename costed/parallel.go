@@ -35,26 +35,32 @@ type batch struct {
 	first int // index of its first element in the list
 	n     int
 	data  []byte
+	// out is where the batch's elements go, set by parseList's alloc.
+	out any
 }
 
 // parseList reads the list (an array of objects, or null) at the scanner
 // and hands its elements, batch by batch, to parse on parseWorkers
-// goroutines; parse gets a worker's parser over the batch and returns
-// the batch's result. The results come back in list order (none for a
-// null list). Any error of the reading or of a worker is errSplit.
-func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]T, error) {
+// goroutines; parse gets a worker's parser over the batch and puts its
+// elements where alloc said. alloc is called for each batch in list
+// order, on the reading goroutine, before any worker sees the batch;
+// est is how many elements the list may have from the batch's first on,
+// judged from the bytes left in the document (0 where its size is not
+// known). It returns how many elements the list has (0 for null). Any
+// error of the reading or of a worker is errSplit.
+func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b *batch) error) (int, error) {
 	s := p.s
 	k, err := s.value()
 	switch {
 	case err != nil:
-		return nil, errSplit
+		return 0, errSplit
 	case k == "null":
 		if s.literal() != nil {
-			return nil, errSplit
+			return 0, errSplit
 		}
-		return nil, nil
+		return 0, nil
 	case k != "array":
-		return nil, errSplit
+		return 0, errSplit
 	}
 	s.pos++
 	workers := parseWorkers()
@@ -71,34 +77,41 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 		}
 	}
 	var (
-		mu      sync.Mutex
-		results []T
-		failed  bool
-		wg      sync.WaitGroup
+		mu     sync.Mutex
+		failed bool
+		wg     sync.WaitGroup
 	)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range todo {
-				r, err := parse(p.worker(b.data), b)
+				err := parse(p.worker(b.data), b)
 				select {
 				case spare <- b.data:
 				default:
 				}
-				mu.Lock()
 				if err != nil {
+					mu.Lock()
 					failed = true
-				} else {
-					for len(results) <= b.seq {
-						var zero T
-						results = append(results, zero)
-					}
-					results[b.seq] = r
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
+	}
+	n := 0
+	send := func(b *batch) {
+		est := 0
+		if p.size > 0 {
+			// The elements left, at this batch's bytes per element, but
+			// no more than one per 16 bytes: a costed op or edge is
+			// longer.
+			left := max(p.size-(s.base+int64(s.pos)), 0)
+			est = b.n + int(min(left*int64(b.n)/int64(max(len(b.data), 1)), left/16))
+		}
+		alloc(b, est)
+		n += b.n
+		todo <- b
 	}
 	readErr := func() error {
 		defer close(todo)
@@ -121,7 +134,7 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 			cur.data = append(cur.data, raw...)
 			cur.n++
 			if len(cur.data) >= batchBytes || cur.n >= batchItems {
-				todo <- cur
+				send(cur)
 				cur = &batch{seq: cur.seq + 1, first: i + 1, data: buffer()}
 				mu.Lock()
 				stop := failed
@@ -132,15 +145,50 @@ func parseList[T any](p *parser, parse func(w *parser, b *batch) (T, error)) ([]
 			}
 		}
 		if cur.n > 0 {
-			todo <- cur
+			send(cur)
 		}
 		return nil
 	}()
 	wg.Wait()
 	if readErr != nil || failed {
-		return nil, errSplit
+		return 0, errSplit
 	}
-	return results, nil
+	return n, nil
+}
+
+// sink hands out room for a list's elements batch by batch, in list
+// order, from as few arrays as it can: one, sized from the first batch's
+// estimate of the whole list, when that estimate holds. Collecting each
+// batch on its own and joining them at the end would write (and, with
+// the collector off, fault in) every element twice.
+type sink[T any] struct {
+	segs [][]T // the arrays, each filled to its length
+	last []T   // the array being filled, to its capacity
+}
+
+// take is room for n elements, est being the list's elements from here
+// on as parseList estimates them.
+func (k *sink[T]) take(n, est int) []T {
+	if len(k.last)+n > cap(k.last) {
+		if len(k.last) > 0 {
+			k.segs = append(k.segs, k.last)
+		}
+		k.last = make([]T, 0, max(n, est, 2*cap(k.last)))
+	}
+	l := len(k.last)
+	k.last = k.last[:l+n]
+	return k.last[l : l+n : l+n]
+}
+
+// flat is the elements handed out, in order; nil for none.
+func (k *sink[T]) flat() []T {
+	if len(k.segs) == 0 {
+		if len(k.last) == 0 {
+			return nil
+		}
+		return k.last
+	}
+	return concat(append(k.segs, k.last))
 }
 
 // worker is a parser over one batch of elements, sharing p's read-only
@@ -156,19 +204,25 @@ func (p *parser) worker(data []byte) *parser {
 
 // opsParallel is ops on parseWorkers goroutines.
 func (p *parser) opsParallel() ([]Op, error) {
-	batches, err := parseList(p, func(w *parser, b *batch) ([]Op, error) {
-		ops := make([]Op, b.n)
+	var ops sink[Op]
+	_, err := parseList(p, func(b *batch, est int) { b.out = ops.take(b.n, est) }, func(w *parser, b *batch) error {
+		ops := b.out.([]Op)
+		w.compact = true
+		if sp, ok := timesScratch.Get().(*[]DeviceTime); ok {
+			w.times = (*sp)[:0]
+		}
 		for k := range ops {
 			if err := w.op(&ops[k], b.first+k); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return ops, w.atEnd()
+		compactTimes(ops, w.times)
+		return w.atEnd()
 	})
 	if err != nil {
 		return nil, err
 	}
-	return p.indexOps(concat(batches)), nil
+	return p.indexOps(ops.flat()), nil
 }
 
 // edgesParallel is edges on parseWorkers goroutines; it also fills p.ends.
@@ -177,26 +231,50 @@ func (p *parser) edgesParallel() ([]Edge, error) {
 		edges []Edge
 		ends  []ends
 	}
-	batches, err := parseList(p, func(w *parser, b *batch) (part, error) {
-		r := part{make([]Edge, b.n), make([]ends, b.n)}
+	var edges sink[Edge]
+	var all sink[ends]
+	_, err := parseList(p, func(b *batch, est int) { b.out = part{edges.take(b.n, est), all.take(b.n, est)} }, func(w *parser, b *batch) error {
+		r := b.out.(part)
 		for k := range r.edges {
 			if err := w.edge(&r.edges[k], &r.ends[k], b.first+k); err != nil {
-				return part{}, err
+				return err
 			}
 		}
-		return r, w.atEnd()
+		return w.atEnd()
 	})
 	if err != nil {
 		return nil, err
 	}
-	edges := make([][]Edge, len(batches))
-	all := make([][]ends, len(batches))
-	for i, b := range batches {
-		edges[i], all[i] = b.edges, b.ends
-	}
-	p.ends = chunks[ends]{cur: concat(all)}
+	p.ends = chunks[ends]{cur: all.flat()}
 	p.ends.n = len(p.ends.cur)
-	return concat(edges), nil
+	return edges.flat(), nil
+}
+
+// timesScratch holds the slices the ops' times of a batch are read into
+// before compactTimes copies them out.
+var timesScratch sync.Pool
+
+// compactTimes moves the times of ops, read into all (and slices it
+// outgrew), to one array of their exact size (a batch's ops would
+// otherwise keep blocks sized for more), and gives all back to
+// timesScratch.
+func compactTimes(ops []Op, all []DeviceTime) {
+	n := 0
+	for k := range ops {
+		n += len(ops[k].TimesMS)
+	}
+	block := make([]DeviceTime, n)
+	n = 0
+	for k := range ops {
+		if t := ops[k].TimesMS; len(t) > 0 {
+			copy(block[n:], t)
+			ops[k].TimesMS = block[n : n+len(t) : n+len(t)]
+			n += len(t)
+		}
+	}
+	clear(all) // no strings held from the pool
+	all = all[:0]
+	timesScratch.Put(&all)
 }
 
 // atEnd is errSplit unless the worker's batch is all read.

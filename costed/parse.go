@@ -4,7 +4,7 @@ import (
 	"errors"
 	"io"
 	"math"
-	"slices"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -28,7 +28,7 @@ type parser struct {
 	// ops' (a million edges would otherwise allocate two million names
 	// and look each up again), and an endpoint equal to the previous
 	// edge's is not looked up at all.
-	index    map[string]int32
+	index    *nameIndex
 	read     []Op
 	ends     chunks[ends]
 	lastName [2]string
@@ -39,6 +39,12 @@ type parser struct {
 	// parallel: the ops and edges are parsed on several goroutines
 	// (parallel.go).
 	parallel bool
+	// compact: the times are appended to one growing slice, ops'
+	// slices of it, for compactTimes to copy into one of their exact size.
+	compact bool
+	// size is the document's length in bytes where known (0 where not),
+	// from which the parallel parse sizes its lists.
+	size int64
 }
 
 var (
@@ -69,13 +75,27 @@ func parseV1(r io.Reader, file string) (*File, error) {
 // parseV1With is parseV1 on one goroutine or, with parallel, its ops and
 // edges on several (failing with errSplit where one goroutine is needed).
 func parseV1With(r io.Reader, file string, parallel bool) (*File, error) {
-	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel}
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel, size: sizeOf(r)}
 	f, err := p.document()
 	if err != nil {
 		return nil, err
 	}
 	f.index, f.ends, f.dup = p.index, p.ends.flat(), p.dup
 	return f, nil
+}
+
+// sizeOf is the length of what r reads, where r says (a bytes.Reader, an
+// os.File), or 0.
+func sizeOf(r io.Reader) int64 {
+	switch r := r.(type) {
+	case interface{ Size() int64 }:
+		return r.Size()
+	case interface{ Stat() (os.FileInfo, error) }:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+	}
+	return 0
 }
 
 // loc locates a value in the document, as "ops[12].times_ms.T4", for
@@ -341,21 +361,13 @@ func (p *parser) ops() ([]Op, error) {
 
 // indexOps fills p.index and p.dup for the ops and returns them.
 func (p *parser) indexOps(all []Op) []Op {
-	// The index, sized once: grown op by op, a map of a million names
-	// costs twice as much.
-	p.index = make(map[string]int32, len(all))
+	// The index, sized once; a repeated name (an error check reports)
+	// keeps its first op.
+	p.index = newNameIndex(all)
 	for i := range all {
-		if name := all[i].Name; name != "" {
-			// One map operation per op; a repeated name (an error check
-			// reports) keeps its first op.
-			n := len(p.index)
-			p.index[name] = int32(i)
-			if len(p.index) == n {
-				j := int32(slices.IndexFunc(all, func(o Op) bool { return o.Name == name }))
-				p.index[name] = j
-				if p.dup[0] == 0 {
-					p.dup = [2]int32{int32(i), j}
-				}
+		if all[i].Name != "" {
+			if j, ok := p.index.add(int32(i)); !ok && p.dup[0] == 0 {
+				p.dup = [2]int32{int32(i), j}
 			}
 		}
 	}
@@ -430,7 +442,7 @@ func (p *parser) op(op *Op, i int) error {
 // key.
 func (p *parser) timesMS(at loc) (Times, error) {
 	start := len(p.times)
-	if cap(p.times)-start < 64 {
+	if cap(p.times)-start < 64 && !p.compact {
 		p.times, start = make([]DeviceTime, 0, 4096), 0
 	}
 	_, err := p.object(at, func(key []byte) error {
@@ -545,7 +557,7 @@ func (p *parser) endpoint(at loc, which int) (string, int32, bool, error) {
 		}
 	}
 	if !found {
-		j, found = p.index[unsafeString(b)]
+		j, found = p.index.find(unsafeString(b))
 	}
 	if !found {
 		return string(b), -1, true, nil
