@@ -134,6 +134,10 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	n := len(f.Ops)
+	// The cost table reads only the ops' times: it is laid out on another
+	// goroutine while the graph is built.
+	costs := make(chan *Costs, 1)
+	go func() { costs <- newCosts(f, nil, file, keyOf, nil) }()
 	// Tensors are numbered as they always were (each op's output, then
 	// its parameters; then the edges' own tensors in file order) and all
 	// added first; then each op is added once with its complete lists,
@@ -307,8 +311,11 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 			g.Outputs = append(g.Outputs, opOut[i])
 		}
 	}
-	if _, err := g.TopoOrder(g.BuildAdjacency()); err != nil {
+	_, err := g.TopoOrder(g.BuildAdjacency())
+	c := <-costs
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return &Model{Graph: g, Costs: newCosts(f, g, file, keyOf, transfer)}, nil
+	c.graph, c.transfer = g, transfer
+	return &Model{Graph: g, Costs: c}, nil
 }

@@ -329,12 +329,60 @@ func (p *parser) float(at loc) (float64, bool, error) {
 	if err != nil || !ok {
 		return 0, ok, err
 	}
-	v, err := strconv.ParseFloat(unsafeString(b), 64)
+	v, err := parseFloat(b)
 	if err != nil {
 		return 0, false, errorf(p.file, at.String(), "%s is out of range for a number", b)
 	}
 	return v, true, nil
 }
+
+// parseFloat is strconv.ParseFloat(b, 64) of a JSON number, b. The
+// numbers of a costed graph are mostly short decimals ("0.0051"), which
+// it converts itself: a whole number of at most 15 digits (so exactly a
+// float64) divided by a power of ten up to 10^22 (also exact) is, by
+// IEEE division, the correctly rounded value strconv gives (Clinger's
+// fast path, which strconv takes too, after more work). Anything else
+// (an exponent, more digits) goes to strconv.
+func parseFloat(b []byte) (float64, error) {
+	i, neg := 0, false
+	if len(b) > 0 && b[0] == '-' {
+		i, neg = 1, true
+	}
+	var m uint64
+	nd, exp, dot := 0, 0, false
+	for ; i < len(b); i++ {
+		switch c := b[i]; {
+		case '0' <= c && c <= '9':
+			m = m*10 + uint64(c-'0')
+			nd++
+			if dot {
+				exp--
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return strconv.ParseFloat(unsafeString(b), 64)
+		}
+		if nd > 15 {
+			return strconv.ParseFloat(unsafeString(b), 64)
+		}
+	}
+	if nd == 0 || exp < -22 {
+		return strconv.ParseFloat(unsafeString(b), 64)
+	}
+	f := float64(m)
+	if exp < 0 {
+		f /= pow10[-exp]
+	}
+	if neg {
+		f = -f
+	}
+	return f, nil
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // bytes reads a byte count: absent or null is zero. Whole numbers in
 // float notation (1e9, 131325952.0) are accepted, fractions are not.
