@@ -1,7 +1,9 @@
 package costed
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 )
@@ -23,6 +25,11 @@ var parseWorkers = func() int { return runtime.GOMAXPROCS(0) }
 // errSplit makes parseV1 read the document again on one goroutine.
 var errSplit = errors.New("costed: parse the document again on one goroutine")
 
+// errLines makes parseV1 read the document again on several goroutines,
+// cutting elements by their braces: an element cut at a line end did not
+// parse (perhaps it was not the whole element).
+var errLines = fmt.Errorf("%w, or on several cutting no lines", errSplit)
+
 // Batches are cut at about this many bytes or elements.
 const (
 	batchBytes = 1 << 20
@@ -37,6 +44,8 @@ type batch struct {
 	data  []byte
 	// out is where the batch's elements go, set by parseList's alloc.
 	out any
+	// lines: some elements were cut at line ends.
+	lines bool
 }
 
 // parseList reads the list (an array of objects, or null) at the scanner
@@ -79,7 +88,9 @@ func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b
 	var (
 		mu     sync.Mutex
 		failed bool
-		wg     sync.WaitGroup
+		// lineFailed: a batch of elements cut at line ends failed.
+		lineFailed bool
+		wg         sync.WaitGroup
 	)
 	for range workers {
 		wg.Add(1)
@@ -94,6 +105,7 @@ func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b
 				if err != nil {
 					mu.Lock()
 					failed = true
+					lineFailed = lineFailed || b.lines
 					mu.Unlock()
 				}
 			}
@@ -113,6 +125,7 @@ func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b
 		n += b.n
 		todo <- b
 	}
+	lines := p.lines
 	readErr := func() error {
 		defer close(todo)
 		cur := &batch{data: buffer()}
@@ -127,9 +140,19 @@ func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b
 			if c, ok := s.peek(); !ok || c != '{' {
 				return errSplit
 			}
-			raw, ok := s.rawObject()
+			var raw []byte
+			ok := false
+			if lines {
+				if raw, ok = s.lineObject(); ok {
+					cur.lines = true
+				} else {
+					lines = false // not one element a line: stop trying
+				}
+			}
 			if !ok {
-				return errSplit
+				if raw, ok = s.rawObject(); !ok {
+					return errSplit
+				}
 			}
 			cur.data = append(cur.data, raw...)
 			cur.n++
@@ -150,6 +173,9 @@ func parseList(p *parser, alloc func(b *batch, est int), parse func(w *parser, b
 		return nil
 	}()
 	wg.Wait()
+	if lineFailed {
+		return 0, errLines
+	}
 	if readErr != nil || failed {
 		return 0, errSplit
 	}
@@ -359,6 +385,66 @@ func (s *scanner) rawObject() (raw []byte, ok bool) {
 			}
 		}
 		i++
+	}
+}
+
+// lineObject returns the object whose '{' is at pos when it looks like a
+// line of its own: the line ends with '}' (and perhaps a comma, left
+// unread) and the next line starts another element or ends the list. It
+// moves past the object. Finding the line's end is much faster than
+// following the braces (rawObject), and where the guess is wrong (a line
+// holding two elements, or one that goes on) the worker parsing it finds
+// out: it expects exactly one object, and parseV1 reads the document
+// again cutting by braces. ok is false, nothing read, where the object
+// does not look so, or its line is long.
+func (s *scanner) lineObject() (raw []byte, ok bool) {
+	const longest = 1 << 16
+	for {
+		rest := s.buf[s.pos:min(s.end, s.pos+longest)]
+		i := bytes.IndexByte(rest, '\n')
+		// The line's end and the next line's start are wanted.
+		if (i < 0 || len(rest)-i < 64) && len(rest) < longest && s.more() {
+			continue
+		}
+		if i < 0 {
+			return nil, false
+		}
+		end := i
+		for end > 0 && (rest[end-1] == ' ' || rest[end-1] == '\t' || rest[end-1] == '\r') {
+			end--
+		}
+		if end > 0 && rest[end-1] == ',' {
+			end--
+		}
+		line := rest[:end]
+		if len(line) < 2 || line[end-1] != '}' {
+			return nil, false // not an element
+		}
+		// A '{' after a comma or a bracket on the line may start another
+		// element.
+		for j := 1; ; j++ {
+			k := bytes.IndexByte(line[j:], '{')
+			if k < 0 {
+				break
+			}
+			j += k
+			b := j - 1
+			for b > 0 && (line[b] == ' ' || line[b] == '\t') {
+				b--
+			}
+			if line[b] == ',' || line[b] == '[' {
+				return nil, false
+			}
+		}
+		k := i + 1
+		for k < len(rest) && (rest[k] == ' ' || rest[k] == '\t' || rest[k] == '\r' || rest[k] == '\n') {
+			k++
+		}
+		if k == len(rest) || rest[k] != '{' && rest[k] != ']' {
+			return nil, false
+		}
+		s.pos += len(line)
+		return line, true
 	}
 }
 

@@ -42,6 +42,9 @@ type parser struct {
 	// compact: the times are appended to one growing slice, ops'
 	// slices of it, for compactTimes to copy into one of their exact size.
 	compact bool
+	// lines: the parallel parse cuts an element that looks like a line
+	// of its own at the line's end (parallel.go).
+	lines bool
 	// size is the document's length in bytes where known (0 where not),
 	// from which the parallel parse sizes its lists.
 	size int64
@@ -73,9 +76,24 @@ func parseV1(r io.Reader, file string) (*File, error) {
 }
 
 // parseV1With is parseV1 on one goroutine or, with parallel, its ops and
-// edges on several (failing with errSplit where one goroutine is needed).
+// edges on several (failing with errSplit where one goroutine is needed):
+// first with elements cut at line ends and, if that was wrong and r can
+// be read again, by their braces (parallel.go).
 func parseV1With(r io.Reader, file string, parallel bool) (*File, error) {
-	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel, size: sizeOf(r)}
+	f, err := parseV1Split(r, file, parallel, parallel)
+	if sk, ok := r.(io.Seeker); ok && errors.Is(err, errLines) {
+		if _, err := sk.Seek(0, io.SeekStart); err != nil {
+			return nil, errorf(file, "", "cannot read the graph again: %v", err)
+		}
+		return parseV1Split(r, file, parallel, false)
+	}
+	return f, err
+}
+
+// parseV1Split is parseV1With, the parallel parse cutting elements at
+// line ends where lines is set.
+func parseV1Split(r io.Reader, file string, parallel, lines bool) (*File, error) {
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel, lines: lines, size: sizeOf(r)}
 	f, err := p.document()
 	if err != nil {
 		return nil, err
