@@ -1,9 +1,8 @@
 package costed
 
 import (
-	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
-	"unsafe"
 )
 
 // nameIndex finds ops by name: an open-addressing hash table of op
@@ -11,8 +10,6 @@ import (
 // op's index+1 (0: empty) and the high 32 bits of its name's hash, so a
 // probe compares a name only on a likely match. A million names take
 // 16 MB, where a map[string]int32 took 80 MB and more time to fill.
-// The hash has no random seed, so one file gives one index (the parsers
-// on one goroutine and on several are compared whole).
 type nameIndex struct {
 	ops   []Op
 	slots []uint64
@@ -64,26 +61,10 @@ func (x *nameIndex) find(name string) (int32, bool) {
 	}
 }
 
-// hashName hashes an op name, eight bytes at a time.
-func hashName(s string) uint64 {
-	const m = 0x9e3779b97f4a7c15
-	h := uint64(len(s)) * m
-	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	for ; len(b) >= 8; b = b[8:] {
-		h = (h ^ binary.LittleEndian.Uint64(b)) * m
-		h ^= h >> 32
-	}
-	if len(b) > 0 {
-		var t [8]byte
-		copy(t[:], b)
-		h = (h ^ binary.LittleEndian.Uint64(t[:])) * m
-	}
-	// The finaliser of MurmurHash3: every input bit reaches every bit,
-	// the low ones picking the slot and the high ones the tag.
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
+// nameSeed seeds the names' hash: once per process, so the index of one
+// list of ops is the same however often it is built, while a file cannot
+// be made of names that all collide.
+var nameSeed = maphash.MakeSeed()
+
+// hashName hashes an op name.
+func hashName(s string) uint64 { return maphash.String(nameSeed, s) }
