@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/opplace/opplace/costed"
@@ -47,4 +49,39 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 		})
 	}
+}
+
+// BenchmarkLoad is Load (the import the command line does, streaming
+// from the file) of the costed graph named by OPPLACE_COSTED_FILE, with
+// the collector off as in the command's import stage (GOGC set leaves it
+// on); MB/s is of the file, ops/s of its ops.
+//
+//	OPPLACE_COSTED_FILE=/tmp/ir6.json go test -run '^$' -bench Load -benchtime 3x ./costed/
+func BenchmarkLoad(b *testing.B) {
+	path := os.Getenv("OPPLACE_COSTED_FILE")
+	if path == "" {
+		b.Skip("OPPLACE_COSTED_FILE not set")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(st.Size())
+	n := 0
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		b.StartTimer()
+		old := 100
+		if os.Getenv("GOGC") == "" {
+			old = debug.SetGCPercent(-1)
+		}
+		m, err := costed.Load(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		debug.SetGCPercent(old)
+		b.StopTimer()
+		n += len(m.Graph.Ops)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "ops/s")
 }

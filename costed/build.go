@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
@@ -135,6 +134,10 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	n := len(f.Ops)
+	// The cost table reads only the ops' times: it is laid out on another
+	// goroutine while the graph is built.
+	costs := make(chan *Costs, 1)
+	go func() { costs <- newCosts(f, nil, file, keyOf, nil) }()
 	// Tensors are numbered as they always were (each op's output, then
 	// its parameters; then the edges' own tensors in file order) and all
 	// added first; then each op is added once with its complete lists,
@@ -253,34 +256,54 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 	}
 	// Each op's inputs and outputs, in the order they were always listed:
 	// its parameters, then its edges in; its output, then its own edges out.
-	ids := make([]graph.TensorID, 0, len(f.Edges)+nTensors)
-	inputs, outputs := make([][]graph.TensorID, n), make([][]graph.TensorID, n)
+	// Op i's are one run of ids, its inputs then its outputs, the counts
+	// above exact; nIn[i] and nOut[i] become the next free places of the
+	// two, so that once all are placed op i's inputs end at nIn[i], where
+	// its outputs start, and its outputs end at nOut[i], where op i+1's
+	// inputs start.
+	ids := make([]graph.TensorID, len(f.Edges)+nTensors)
+	l := int32(0)
 	for i := range f.Ops {
-		l := len(ids)
-		ids = ids[:l+int(nIn[i])+int(nOut[i])]
-		inputs[i] = ids[l : l : l+int(nIn[i])]
-		outputs[i] = ids[l+int(nIn[i]) : l+int(nIn[i]) : l+int(nIn[i])+int(nOut[i])]
-		outputs[i] = append(outputs[i], opOut[i])
+		in, out := nIn[i], nOut[i]
+		nIn[i], nOut[i] = l, l+in
+		l += in + out
+		ids[nOut[i]] = opOut[i]
+		nOut[i]++
 		if f.Ops[i].ParamBytes > 0 {
-			inputs[i] = append(inputs[i], opOut[i]+1)
+			ids[nIn[i]] = opOut[i] + 1
+			nIn[i]++
 		}
+	}
+	// isOut marks the named tensors already listed as outputs: a named
+	// tensor is one output of its op however many edges read it.
+	var isOut []bool
+	if named != nil {
+		isOut = make([]bool, nTensors)
 	}
 	for i := range f.Edges {
 		from, to := ends[i].from, ends[i].to
-		if own[i] < 0 {
-			inputs[to] = append(inputs[to], opOut[from])
-			continue
+		t := own[i]
+		if t < 0 {
+			t = opOut[from]
+		} else if isOut == nil || !isOut[t] {
+			ids[nOut[from]] = t
+			nOut[from]++
+			if isOut != nil {
+				isOut[t] = true
+			}
 		}
-		if f.Edges[i].Tensor == "" || !slices.Contains(outputs[from], own[i]) { // a named tensor is one output
-			outputs[from] = append(outputs[from], own[i])
-		}
-		inputs[to] = append(inputs[to], own[i])
+		ids[nIn[to]] = t
+		nIn[to]++
 	}
 	for i := range f.Ops {
 		fo := &f.Ops[i]
 		phase, _ := parsePhase(fo.Phase)
+		start := int32(0)
+		if i > 0 {
+			start = nOut[i-1]
+		}
 		op := graph.Op{Name: fo.Name, Type: fo.Type, Colocate: fo.Colocate, Device: fo.Device, Phase: phase,
-			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: inputs[i], Outputs: outputs[i]}
+			Work: graph.Work{TempBytes: fo.TempBytes}, Inputs: ids[start:nIn[i]:nIn[i]], Outputs: ids[nIn[i]:nOut[i]:nOut[i]]}
 		if _, err := g.AddOpUnique(op); err != nil {
 			return nil, errorf(file, fmt.Sprintf("ops[%d]", i), "%v", err)
 		}
@@ -288,8 +311,11 @@ func build(f *File, ends []ends, file string, keyOf func(*cluster.DeviceType) st
 			g.Outputs = append(g.Outputs, opOut[i])
 		}
 	}
-	if _, err := g.TopoOrder(g.BuildAdjacency()); err != nil {
+	_, err := g.TopoOrder(g.BuildAdjacency())
+	c := <-costs
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return &Model{Graph: g, Costs: newCosts(f, g, file, keyOf, transfer)}, nil
+	c.graph, c.transfer = g, transfer
+	return &Model{Graph: g, Costs: c}, nil
 }

@@ -180,7 +180,7 @@ func (f *File) check(file string) ([]ends, error) {
 	index := f.index
 	known := index != nil // built by the parser, which noted the first repeated name
 	if !known {
-		index = make(map[string]int32, len(f.Ops))
+		index = newNameIndex(f.Ops)
 	}
 	var total int64
 	for i := range f.Ops {
@@ -194,10 +194,9 @@ func (f *File) check(file string) ([]ends, error) {
 				return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, f.dup[1])
 			}
 		} else {
-			if j, dup := index[op.Name]; dup {
+			if j, ok := index.add(int32(i)); !ok {
 				return nil, errorf(file, at.in("name").String(), "%q is already the name of ops[%d]; op names must be unique", op.Name, j)
 			}
-			index[op.Name] = int32(i)
 		}
 		if _, ok := parsePhase(op.Phase); !ok {
 			return nil, errorf(file, at.in("phase").String(), "%q is not a phase: use forward, backward or update", op.Phase)
@@ -331,7 +330,7 @@ func sameValue(f *File, a, b *Edge, from int32) bool {
 	return a.TransferMS == nil || *a.TransferMS == *b.TransferMS
 }
 
-func checkEdge(f *File, index map[string]int32, i int, out *ends, total *int64, file string) error {
+func checkEdge(f *File, index *nameIndex, i int, out *ends, total *int64, file string) error {
 	e := &f.Edges[i]
 	at := loc{list: "edges", index: i}
 	from, to := int32(-1), int32(-1)
@@ -340,12 +339,12 @@ func checkEdge(f *File, index map[string]int32, i int, out *ends, total *int64, 
 	}
 	ok := true
 	if from < 0 {
-		if from, ok = index[e.From]; !ok {
+		if from, ok = index.find(e.From); !ok {
 			return errorf(file, at.in("from").String(), "no op is named %q", e.From)
 		}
 	}
 	if to < 0 {
-		if to, ok = index[e.To]; !ok {
+		if to, ok = index.find(e.To); !ok {
 			return errorf(file, at.in("to").String(), "no op is named %q", e.To)
 		}
 	}

@@ -29,7 +29,7 @@ type File struct {
 	// each name's first op, and each edge's ops where known (-1 where
 	// not). Only the file's own decoding sets them; Parse drops them, as
 	// its caller may change the File.
-	index map[string]int32
+	index *nameIndex
 	ends  []ends
 	dup   [2]int32
 }

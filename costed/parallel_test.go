@@ -157,3 +157,38 @@ func FuzzParallelParse(f *testing.F) {
 		}
 	})
 }
+
+// TestLineCuts checks documents whose elements look like lines of their
+// own but are not, or are with something wrong: the parse on several
+// goroutines, which cuts such elements at line ends, gives the File or
+// the message the one-goroutine parse gives.
+func TestLineCuts(t *testing.T) {
+	lines := func(ops ...string) string {
+		return "{\"format\": \"opplace-costed-graph/v1\", \"ops\": [\n" + strings.Join(ops, "\n") + "\n]}\n"
+	}
+	var many []string
+	for i := range 3*batchItems + 5 {
+		many = append(many, synthOp(i)+",")
+	}
+	last := synthOp(3*batchItems + 5)
+	docs := map[string]string{
+		"one a line":           lines(append(many, last)...),
+		"the list ends a line": lines(append(many, last+"]}")...),
+		"an element goes on":   lines(append(many, `{"name": "x", "times_ms": {"T4": 1}, "colour": [{"a": 1}`, `]},`, last)...),
+		"two on a line":        lines(append(many, `{"name": "x", "times_ms": {"T4": 1}}, {"name": "y", "times_ms": {"T4": 1}},`, last)...),
+		"two, no space":        lines(append(many, `{"name": "x", "times_ms": {"T4": 1}},{"name": "y", "times_ms": {"T4": 1}},`, last)...),
+		"a trailing comma":     lines(append(many, last+",")...),
+		"a bad time":           lines(append(many, `{"name": "x", "times_ms": {"T4": "1"}},`, last)...),
+		"CRLF":                 strings.ReplaceAll(lines(append(many, last)...), "\n", "\r\n"),
+	}
+	for name, in := range docs {
+		one, four, err1, err4 := parseBoth(in)
+		if fmt.Sprint(err1) != fmt.Sprint(err4) {
+			t.Errorf("%s: one goroutine: %v\nfour: %v", name, err1, err4)
+			continue
+		}
+		if err1 == nil && !reflect.DeepEqual(one, four) {
+			t.Errorf("%s: the File parsed on four goroutines differs from one goroutine's", name)
+		}
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"io"
 	"math"
-	"slices"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -28,7 +28,7 @@ type parser struct {
 	// ops' (a million edges would otherwise allocate two million names
 	// and look each up again), and an endpoint equal to the previous
 	// edge's is not looked up at all.
-	index    map[string]int32
+	index    *nameIndex
 	read     []Op
 	ends     chunks[ends]
 	lastName [2]string
@@ -39,6 +39,15 @@ type parser struct {
 	// parallel: the ops and edges are parsed on several goroutines
 	// (parallel.go).
 	parallel bool
+	// compact: the times are appended to one growing slice, ops'
+	// slices of it, for compactTimes to copy into one of their exact size.
+	compact bool
+	// lines: the parallel parse cuts an element that looks like a line
+	// of its own at the line's end (parallel.go).
+	lines bool
+	// size is the document's length in bytes where known (0 where not),
+	// from which the parallel parse sizes its lists.
+	size int64
 }
 
 var (
@@ -67,15 +76,44 @@ func parseV1(r io.Reader, file string) (*File, error) {
 }
 
 // parseV1With is parseV1 on one goroutine or, with parallel, its ops and
-// edges on several (failing with errSplit where one goroutine is needed).
+// edges on several (failing with errSplit where one goroutine is needed):
+// first with elements cut at line ends and, if that was wrong and r can
+// be read again, by their braces (parallel.go).
 func parseV1With(r io.Reader, file string, parallel bool) (*File, error) {
-	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel}
+	f, err := parseV1Split(r, file, parallel, parallel)
+	if sk, ok := r.(io.Seeker); ok && errors.Is(err, errLines) {
+		if _, err := sk.Seek(0, io.SeekStart); err != nil {
+			return nil, errorf(file, "", "cannot read the graph again: %v", err)
+		}
+		return parseV1Split(r, file, parallel, false)
+	}
+	return f, err
+}
+
+// parseV1Split is parseV1With, the parallel parse cutting elements at
+// line ends where lines is set.
+func parseV1Split(r io.Reader, file string, parallel, lines bool) (*File, error) {
+	p := &parser{s: newScanner(r, file), file: file, interned: map[string]string{}, lastEnd: [2]int32{-1, -1}, parallel: parallel, lines: lines, size: sizeOf(r)}
 	f, err := p.document()
 	if err != nil {
 		return nil, err
 	}
 	f.index, f.ends, f.dup = p.index, p.ends.flat(), p.dup
 	return f, nil
+}
+
+// sizeOf is the length of what r reads, where r says (a bytes.Reader, an
+// os.File), or 0.
+func sizeOf(r io.Reader) int64 {
+	switch r := r.(type) {
+	case interface{ Size() int64 }:
+		return r.Size()
+	case interface{ Stat() (os.FileInfo, error) }:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+	}
+	return 0
 }
 
 // loc locates a value in the document, as "ops[12].times_ms.T4", for
@@ -309,12 +347,60 @@ func (p *parser) float(at loc) (float64, bool, error) {
 	if err != nil || !ok {
 		return 0, ok, err
 	}
-	v, err := strconv.ParseFloat(unsafeString(b), 64)
+	v, err := parseFloat(b)
 	if err != nil {
 		return 0, false, errorf(p.file, at.String(), "%s is out of range for a number", b)
 	}
 	return v, true, nil
 }
+
+// parseFloat is strconv.ParseFloat(b, 64) of a JSON number, b. The
+// numbers of a costed graph are mostly short decimals ("0.0051"), which
+// it converts itself: a whole number of at most 15 digits (so exactly a
+// float64) divided by a power of ten up to 10^22 (also exact) is, by
+// IEEE division, the correctly rounded value strconv gives (Clinger's
+// fast path, which strconv takes too, after more work). Anything else
+// (an exponent, more digits) goes to strconv.
+func parseFloat(b []byte) (float64, error) {
+	i, neg := 0, false
+	if len(b) > 0 && b[0] == '-' {
+		i, neg = 1, true
+	}
+	var m uint64
+	nd, exp, dot := 0, 0, false
+	for ; i < len(b); i++ {
+		switch c := b[i]; {
+		case '0' <= c && c <= '9':
+			m = m*10 + uint64(c-'0')
+			nd++
+			if dot {
+				exp--
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return strconv.ParseFloat(unsafeString(b), 64)
+		}
+		if nd > 15 {
+			return strconv.ParseFloat(unsafeString(b), 64)
+		}
+	}
+	if nd == 0 || exp < -22 {
+		return strconv.ParseFloat(unsafeString(b), 64)
+	}
+	f := float64(m)
+	if exp < 0 {
+		f /= pow10[-exp]
+	}
+	if neg {
+		f = -f
+	}
+	return f, nil
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // bytes reads a byte count: absent or null is zero. Whole numbers in
 // float notation (1e9, 131325952.0) are accepted, fractions are not.
@@ -341,21 +427,13 @@ func (p *parser) ops() ([]Op, error) {
 
 // indexOps fills p.index and p.dup for the ops and returns them.
 func (p *parser) indexOps(all []Op) []Op {
-	// The index, sized once: grown op by op, a map of a million names
-	// costs twice as much.
-	p.index = make(map[string]int32, len(all))
+	// The index, sized once; a repeated name (an error check reports)
+	// keeps its first op.
+	p.index = newNameIndex(all)
 	for i := range all {
-		if name := all[i].Name; name != "" {
-			// One map operation per op; a repeated name (an error check
-			// reports) keeps its first op.
-			n := len(p.index)
-			p.index[name] = int32(i)
-			if len(p.index) == n {
-				j := int32(slices.IndexFunc(all, func(o Op) bool { return o.Name == name }))
-				p.index[name] = j
-				if p.dup[0] == 0 {
-					p.dup = [2]int32{int32(i), j}
-				}
+		if all[i].Name != "" {
+			if j, ok := p.index.add(int32(i)); !ok && p.dup[0] == 0 {
+				p.dup = [2]int32{int32(i), j}
 			}
 		}
 	}
@@ -430,7 +508,7 @@ func (p *parser) op(op *Op, i int) error {
 // key.
 func (p *parser) timesMS(at loc) (Times, error) {
 	start := len(p.times)
-	if cap(p.times)-start < 64 {
+	if cap(p.times)-start < 64 && !p.compact {
 		p.times, start = make([]DeviceTime, 0, 4096), 0
 	}
 	_, err := p.object(at, func(key []byte) error {
@@ -545,7 +623,7 @@ func (p *parser) endpoint(at loc, which int) (string, int32, bool, error) {
 		}
 	}
 	if !found {
-		j, found = p.index[unsafeString(b)]
+		j, found = p.index.find(unsafeString(b))
 	}
 	if !found {
 		return string(b), -1, true, nil
