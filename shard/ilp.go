@@ -20,8 +20,10 @@ const tieBreak = 1e-7
 
 // ilp is the program of one region under construction.
 type ilp struct {
-	pr   cbc.Problem
-	rows int
+	products []productCell
+	covers   []coverRow
+	pr       cbc.Problem
+	rows     int
 	// x[i][s] is the column of local op i's strategy s.
 	x [][]int
 }
@@ -48,27 +50,86 @@ func (q *ilp) row(lo, hi float64, cols []int, vals []float64) {
 	}
 }
 
-// pairCost charges cost once both a producer choice (the columns of
-// prod) and a consumer choice (the columns of cons) are taken: a
-// continuous y >= sum(prod) + sum(cons) - 1 with cost on y, which the
-// minimisation holds at the product. cons nil charges it whenever prod
-// is chosen.
-func (q *ilp) pairCost(cost float64, prod, cons []int) int {
-	y := q.col(cost, false)
-	cols := []int{y}
-	vals := []float64{1}
-	for _, c := range prod {
-		cols, vals = append(cols, c), append(vals, -1)
-	}
-	lo := 0.0
-	if cons != nil {
-		lo = -1
-		for _, c := range cons {
-			cols, vals = append(cols, c), append(vals, -1)
+// product adds the product of two choices, each made by exactly one
+// of groups of binary columns (a's groups: the producer's strategies by
+// its layout; b's: a consumer's by the layout it needs), as continuous
+// columns z[a][b] whose sums over b are a's groups and over a b's: at
+// an integer choice z is 1 at the pair chosen and 0 elsewhere, and the
+// relaxation is the local polytope, far tighter than a bound per pair
+// (the programs then solve near their root). cost, when not nil, prices
+// each z.
+func (q *ilp) product(a, b [][]int, cost func(a, b int) float64) [][]int {
+	z := make([][]int, len(a))
+	for i := range a {
+		z[i] = make([]int, len(b))
+		for j := range b {
+			c := 0.0
+			if cost != nil {
+				c = cost(i, j)
+			}
+			z[i][j] = q.col(c, false)
+			q.products = append(q.products, productCell{z: z[i][j], a: a[i], b: b[j]})
 		}
 	}
-	q.row(lo, cbc.Inf, cols, vals)
-	return y
+	for i := range a {
+		cols, vals := slices.Clone(z[i]), ones(len(z[i]))
+		for _, c := range a[i] {
+			cols, vals = append(cols, c), append(vals, -1)
+		}
+		q.row(0, 0, cols, vals)
+	}
+	for j := range b {
+		var cols []int
+		for i := range a {
+			cols = append(cols, z[i][j])
+		}
+		vals := ones(len(cols))
+		for _, c := range b[j] {
+			cols, vals = append(cols, c), append(vals, -1)
+		}
+		q.row(0, 0, cols, vals)
+	}
+	return z
+}
+
+func ones(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}
+
+// productCell and coverRow remember how each continuous column follows
+// the binary ones, to complete a start solution.
+type productCell struct {
+	z    int
+	a, b []int
+}
+
+type coverRow struct {
+	y     int
+	lower []int
+}
+
+// completeStart sets the continuous columns of a start whose binary
+// columns are set: each product cell to its pair's product, each cover
+// to the largest of what it covers.
+func (q *ilp) completeStart() {
+	st := q.pr.Start
+	sum := func(cols []int) float64 {
+		var v float64
+		for _, c := range cols {
+			v += st[c]
+		}
+		return v
+	}
+	for _, pc := range q.products {
+		st[pc.z] = sum(pc.a) * sum(pc.b)
+	}
+	for _, cr := range q.covers {
+		st[cr.y] = max(st[cr.y], sum(cr.lower))
+	}
 }
 
 // solveRegion builds and solves the program of region r: one binary per
@@ -122,15 +183,37 @@ func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, err
 			lps := distinct(i, outK)
 			bytes := g.Tensors[x].Bytes()
 			outside := p.readOutside(x, rid)
-			// Forward: one collective per (producer layout, needed
-			// layout), however many consumers need it.
-			type need struct {
-				lt   Layout
-				cons []int // nil: the outside reader
+			// Producer's choice by its layout of x.
+			prod := make([][]int, len(lps))
+			for a, lp := range lps {
+				prod[a] = with(i, lp, outK)
 			}
-			var needs []need
+			// Forward: one collective per (producer layout, needed
+			// layout), however many consumers need it: y[lp,lt] covers
+			// every consumer's product of (producer at lp, consumer at
+			// lt), each product a marginal column (see product).
+			type key struct{ lp, lt Layout }
+			ys := map[key]int{}
+			cover := func(lp, lt Layout, c float64, lower []int) {
+				kk := key{lp, lt}
+				y, ok := ys[kk]
+				if !ok {
+					y = q.col(c*scale, false)
+					ys[kk] = y
+				}
+				cols, vals := []int{y}, []float64{1}
+				for _, cc := range lower {
+					cols, vals = append(cols, cc), append(vals, -1)
+				}
+				q.row(0, cbc.Inf, cols, vals)
+				q.covers = append(q.covers, coverRow{y: y, lower: lower})
+			}
 			if outside {
-				needs = append(needs, need{Replicated, nil})
+				for a, lp := range lps {
+					if c := p.convCost(lp, Replicated, bytes); c > 0 {
+						cover(lp, Replicated, c, prod[a])
+					}
+				}
 			}
 			for _, v := range g.Tensors[x].Consumers {
 				j, ok := local[v]
@@ -143,51 +226,30 @@ func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, err
 					}
 					inPos := func(st strategy) Layout { return st.in[pos] }
 					gradPos := func(st strategy) Layout { return st.grad[pos] }
-					for _, lt := range distinct(j, inPos) {
-						needs = append(needs, need{lt, with(j, lt, inPos)})
+					lts := distinct(j, inPos)
+					cons := make([][]int, len(lts))
+					for b, lt := range lts {
+						cons[b] = with(j, lt, inPos)
+					}
+					z := q.product(prod, cons, nil)
+					for a, lp := range lps {
+						for b, lt := range lts {
+							if c := p.convCost(lp, lt, bytes); c > 0 {
+								cover(lp, lt, c, []int{z[a][b]})
+							}
+						}
 					}
 					if !p.hasGrad(x) {
 						continue
 					}
 					// Backward: each consumer's gradient op writes its own
 					// gradient of x, converted to what u's gradient needs.
-					for _, gl := range distinct(j, gradPos) {
-						for _, lp := range lps {
-							if c := p.convCost(gl, dual(lp), bytes); c > 0 {
-								q.pairCost(c*scale, with(i, lp, outK), with(j, gl, gradPos))
-							}
-						}
+					gls := distinct(j, gradPos)
+					grads := make([][]int, len(gls))
+					for b, gl := range gls {
+						grads[b] = with(j, gl, gradPos)
 					}
-				}
-			}
-			type key struct{ lp, lt Layout }
-			ys := map[key]int{}
-			for _, n := range needs {
-				for _, lp := range lps {
-					c := p.convCost(lp, n.lt, bytes)
-					if c <= 0 {
-						continue
-					}
-					kk := key{lp, n.lt}
-					if y, ok := ys[kk]; ok {
-						// Another consumer needing the same conversion:
-						// the same y must cover it.
-						cols := []int{y}
-						vals := []float64{1}
-						for _, cc := range with(i, lp, outK) {
-							cols, vals = append(cols, cc), append(vals, -1)
-						}
-						lo := 0.0
-						if n.cons != nil {
-							lo = -1
-							for _, cc := range n.cons {
-								cols, vals = append(cols, cc), append(vals, -1)
-							}
-						}
-						q.row(lo, cbc.Inf, cols, vals)
-						continue
-					}
-					ys[kk] = q.pairCost(c*scale, with(i, lp, outK), n.cons)
+					q.product(prod, grads, func(a, b int) float64 { return p.convCost(gls[b], dual(lps[a]), bytes) * scale })
 				}
 			}
 		}
@@ -198,6 +260,7 @@ func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, err
 	for i := range q.x {
 		q.pr.Start[q.x[i][0]] = 1
 	}
+	q.completeStart()
 	q.pr.MaxSeconds = limit.Seconds()
 	sol, err := cbc.Solve(&q.pr)
 	if err != nil {
