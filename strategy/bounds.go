@@ -127,15 +127,13 @@ func criticalPathBound(p *Problem, family string) BoundPart {
 // devices (tensor parallelism; "" is the whole space).
 func splitsOps(family string) bool { return family == FamilyTensor || family == "" }
 
-// maxTensorDegree is the largest tensor-parallel group the tensor
-// strategy forms: the most devices of one class, rounded down to a power
-// of two; 1 when it forms none.
+// maxTensorDegree bounds the tensor-parallel groups the tensor strategy
+// forms: the most devices of one class (a group has devices of one
+// type; a degree the user fixes need not be a power of two).
 func maxTensorDegree(p *Problem) int {
 	best := 1
 	for _, cl := range p.Costs.Classes() {
-		for t := 2; t <= len(cl); t *= 2 {
-			best = max(best, t)
-		}
+		best = max(best, len(cl))
 	}
 	return best
 }

@@ -108,10 +108,11 @@ type TensorSolution struct {
 }
 
 // Propose splits the graph for groups of t = 2, 4 ... devices of one
-// type (on one host while one holds t of them), then lets the pipeline partitioner cut and replicate
-// the groups as if each were one device whose op times are the split's
-// (a proxy; the judge runs the real split). It also proposes the plain
-// tensor × data point (one stage, every group a replica).
+// type (on one host while one holds t of them), then lets the pipeline
+// partitioner cut and replicate the groups as if each were one device
+// whose op times are the split's (a proxy; the judge runs the real
+// split). It also proposes the plain tensor × data point (one stage,
+// every group a replica).
 func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "tensor"); err != nil {
 		return nil, err
