@@ -250,6 +250,12 @@ func TestExportErrors(t *testing.T) {
 	if _, err := Render("tf-device-map", single, Options{DeviceTemplate: "/device:GPU:0"}); err == nil {
 		t.Error("a template without {index} or {name} was taken")
 	}
+	// A tensor-parallel plan has no device per op.
+	split := stagePlan(lmOps, 0)
+	split.TensorParallel = 2
+	if _, err := Render("tf-device-map", split, Options{Source: "p.json"}); err == nil || !strings.Contains(err.Error(), "tensor-parallel groups of 2") {
+		t.Errorf("tf-device-map of a tensor-parallel plan: %v", err)
+	}
 }
 
 // TestUnknownTargetAndBadFiles: an unknown target lists the targets, an

@@ -17,10 +17,14 @@ func init() {
 
 // tfDeviceMap writes one JSON object mapping every op of the plan, in
 // plan order, to its device as a TensorFlow device string. Any plan
-// exports, one stage or several.
+// exports, one stage or several, but a tensor-parallel one.
 type tfDeviceMap struct{}
 
 func (tfDeviceMap) Export(w io.Writer, p *plan.Plan, o Options) error {
+	if p.TensorParallel > 1 {
+		// A device per op would run each split op whole on one member.
+		return errorf(Invalid, "%s: the plan splits ops over tensor-parallel groups of %d, which a device per op cannot say; plan with tensor parallelism turned off to export a device map", o.source(), p.TensorParallel)
+	}
 	strs, err := DeviceStrings(p, o.DeviceTemplate)
 	if err != nil {
 		return errorf(Invalid, "%s: %v", o.source(), err)
