@@ -259,6 +259,8 @@ type givenState struct {
 	notes        []string
 	// missing counts the ops left to the Fill placer.
 	missing int
+	// shards are a plan file's ops' tensor-parallel splits, by op name.
+	shards map[string]string
 }
 
 // How an op got its given device, for notes and messages.
@@ -427,6 +429,12 @@ func (rs *resolver) planOps(gs *givenState) ([]string, error) {
 			return nil, &InputError{fmt.Errorf("%s: %s: the op is listed twice (ops[%d])", rs.source, rs.what(int32(i)), rs.entry[op])}
 		}
 		rs.dev[op], rs.how[op], rs.entry[op] = d, byPlan, int32(i)
+		if po.Shard != "" {
+			if gs.shards == nil {
+				gs.shards = map[string]string{}
+			}
+			gs.shards[po.Name] = po.Shard
+		}
 		covered++
 	}
 	if err := rs.shape(gs); err != nil {
@@ -570,12 +578,9 @@ func (rs *resolver) shape(gs *givenState) error {
 				groups = append(groups, st.Devices[i*k:(i+1)*k])
 			}
 		}
-		stage := sim.Stage{Recompute: st.Recompute}
-		if st.TensorParallel > 1 {
-			// The ops' shards alone do not say which collectives the
-			// split needs; re-scoring would silently drop them.
-			return &InputError{fmt.Errorf("%s: stages[%d]: tensor-parallel stages cannot be scored as a given placement yet; plan with strategy tensor instead", rs.source, s)}
-		}
+		// A tensor-parallel stage's split is solved again (strategy
+		// given checks it against the ops' shards).
+		stage := sim.Stage{Recompute: st.Recompute, Tensor: st.TensorParallel}
 		if st.Sharding != "" {
 			z, err := sim.ParseSharding(st.Sharding)
 			if err != nil {
@@ -920,7 +925,7 @@ func (gs *givenState) onGraph(r *run) *strategy.Given {
 	if ran != nil {
 		prio = ran.priority(dev)
 	}
-	g := &strategy.Given{Source: gs.source, Fill: r.opts.Fill, Notes: notes,
+	g := &strategy.Given{Source: gs.source, Fill: r.opts.Fill, Notes: notes, Shards: gs.shards,
 		Plan: sim.Plan{Placement: sim.Placement{Device: dev, Priority: prio}, Stages: gs.stages, MicroBatches: gs.microBatches, Schedule: gs.schedule}}
 	if gs.stageOf != nil {
 		g.Plan.OpStage = make([]int, len(dev))

@@ -41,6 +41,10 @@ type Given struct {
 	// the plan's table; when nil, the strategy says how many ops Fill
 	// placed.
 	Notes []string
+	// Shards are a plan file's ops' tensor-parallel splits by op name
+	// (the original graph's ops), for a plan with tensor-parallel stages:
+	// the split is solved again for the stages' degree and must agree.
+	Shards map[string]string
 }
 
 // Family is the family of the given plan's shape (shapeFamily).
@@ -50,6 +54,9 @@ func (g *Given) Family() string { return shapeFamily(&g.Plan) }
 // several stages, data parallelism over replicas of one device, a hybrid
 // of replicas of several devices, or a placement.
 func shapeFamily(pl *sim.Plan) string {
+	if slices.ContainsFunc(pl.Stages, func(st sim.Stage) bool { return st.Tensor > 1 }) {
+		return FamilyTensor
+	}
 	if len(pl.Stages) > 1 {
 		return FamilyPipeline
 	}
@@ -118,7 +125,49 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 			notes = append(notes, fmt.Sprintf("%s of %d given, %d placed by %s", plural(len(ops)-len(missing), "op"), len(ops), len(missing), g.Fill))
 		}
 	}
-	return []Proposal{{Plan: &pl, Family: g.Family(), Notes: notes}}, nil
+	prop := Proposal{Plan: &pl, Family: g.Family(), Notes: notes}
+	if err := givenSplit(p, g, &prop); err != nil {
+		return nil, err
+	}
+	return []Proposal{prop}, nil
+}
+
+// givenSplit gives a plan of tensor-parallel stages its split: solved
+// again for the stages' degree (the search is deterministic), and held
+// to the shards the plan file names, so a file whose splits were edited
+// is refused rather than scored as something else.
+func givenSplit(p *Problem, g *Given, prop *Proposal) error {
+	pl := prop.Plan
+	t := 0
+	for i, st := range pl.Stages {
+		if st.Tensor < 2 {
+			continue
+		}
+		if t != 0 && st.Tensor != t {
+			return &PlacementError{fmt.Errorf("%s: stages[%d] is tensor-parallel over %d devices, an earlier stage over %d: one degree per plan", g.Source, i, st.Tensor, t)}
+		}
+		t = st.Tensor
+	}
+	if t == 0 {
+		return nil
+	}
+	first := slices.IndexFunc(pl.Stages, func(st sim.Stage) bool { return st.Tensor > 1 })
+	sol, split, err := tensorParallel{}.solve(p, pl.Stages[first].Replicas[0], t)
+	if err != nil {
+		return &PlacementError{fmt.Errorf("%s: its stages are tensor-parallel over %d devices, but %w", g.Source, t, err)}
+	}
+	fine := p.Graph
+	if p.Fine != nil {
+		fine = p.Fine.Coarse.Fine
+	}
+	for i := range fine.Ops {
+		name := fine.Ops[i].Name
+		if want, ok := g.Shards[name]; ok && want != sol.Choice[i] {
+			return &PlacementError{fmt.Errorf("%s says op %q is split %q; the search for groups of %d splits it %q (the file's splits were edited, or made by another version): plan again", g.Source, name, want, t, sol.Choice[i])}
+		}
+	}
+	pl.Split, prop.Tensor = split, sol
+	return nil
 }
 
 // givenApart refuses a given placement that puts ops of two groups of a

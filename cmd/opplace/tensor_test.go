@@ -111,19 +111,48 @@ func TestTensorParallelMegatron(t *testing.T) {
 	}
 }
 
-// TestTensorPlanNotGiven: a tensor-parallel plan file cannot be scored
-// as a given placement (the split's collectives are not in it), and the
-// message says what to do.
-func TestTensorPlanNotGiven(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "plan.json")
+// TestTensorPlanGiven: a tensor-parallel plan file re-scores to the
+// same step (its split solved again and checked against the ops'
+// shards), and a file whose shards were edited is refused, naming the
+// op.
+func TestTensorPlanGiven(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "plan.json")
 	args := []string{"plan", filepath.Join(modelDir, "gpt2_small.onnx"), "--batch", "8",
-		"--cluster", filepath.Join(clusterDir, "8xA100-2host.yaml")}
+		"--cluster", filepath.Join(clusterDir, "8xA100-2host.yaml"), "-o", "json"}
 	if code, _, stderr := invoke(t, append(args, "--strategy", "tensor", "--out", out)...); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	code, _, stderr := invoke(t, append(args, "--placement", out)...)
-	if code != 2 || !strings.Contains(stderr, "tensor-parallel") || !strings.Contains(stderr, "strategy tensor") {
-		t.Errorf("exit %d: %s", code, stderr)
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first plan.Plan
+	if err := json.Unmarshal(raw, &first); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := invoke(t, append(args, "--placement", out)...)
+	if code != 0 {
+		t.Fatalf("re-score: exit %d: %s", code, stderr)
+	}
+	var again plan.Plan
+	if err := json.Unmarshal([]byte(stdout), &again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Family != "tensor" || again.TensorParallel != first.TensorParallel || again.PredictedStepMS != first.PredictedStepMS {
+		t.Errorf("re-scored: family %s, degree %d, step %g ms; the plan: degree %d, step %g ms", again.Family, again.TensorParallel, again.PredictedStepMS, first.TensorParallel, first.PredictedStepMS)
+	}
+	edited := strings.Replace(string(raw), `"shard": "row"`, `"shard": "column"`, 1)
+	if edited == string(raw) {
+		t.Fatal("the plan has no row-split op to edit")
+	}
+	bad := filepath.Join(dir, "edited.json")
+	if err := os.WriteFile(bad, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = invoke(t, append(args, "--placement", bad)...)
+	if code != 2 || !strings.Contains(stderr, `is split "column"`) || !strings.Contains(stderr, "edited.json") {
+		t.Errorf("edited shards: exit %d: %s", code, stderr)
 	}
 }
 
