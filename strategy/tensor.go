@@ -120,8 +120,8 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	if s.degree == "none" {
 		return nil, fmt.Errorf("tensor: %w: tensor parallelism is turned off", ErrNotApplicable)
 	}
-	if p.Costs.Restricted() || len(p.Apart) > 0 {
-		return nil, fmt.Errorf("tensor: %w: placement rules (pin, avoid, separate) are not yet combined with tensor parallelism", ErrNotApplicable)
+	if len(p.Apart) > 0 {
+		return nil, fmt.Errorf("tensor: %w: separate rules are not yet combined with tensor parallelism", ErrNotApplicable)
 	}
 	type job struct {
 		cl     []int
@@ -130,6 +130,11 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	}
 	var jobs []job
 	for _, cl := range p.Costs.Classes() {
+		if p.Costs.Restricted() {
+			// Under pin and avoid rules a group is made of devices every
+			// op may run on: each member runs a share of every op.
+			cl = slices.DeleteFunc(slices.Clone(cl), func(d int) bool { return !canRunAll(p.Costs, d) })
+		}
 		for _, t := range s.degrees(len(cl)) {
 			jobs = append(jobs, job{cl: cl, groups: tensorGroups(p.Costs.Cluster, cl, t), t: t})
 		}
@@ -153,7 +158,7 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	}
 	if len(out) == 0 {
 		if len(reasons) == 0 {
-			reasons = append(reasons, "no device class has as many devices as a group needs")
+			reasons = append(reasons, "no device class has as many devices as a group needs (under pin and avoid rules, devices every op may run on)")
 		}
 		return nil, fmt.Errorf("tensor: %w: %s", ErrNotApplicable, strings.Join(reasons, "; "))
 	}

@@ -179,3 +179,32 @@ func TestTensorParallelFlag(t *testing.T) {
 		t.Errorf("1: exit %d: %s", code, stderr)
 	}
 }
+
+// TestTensorParallelUnderRules: under an avoid rule the groups are made
+// of devices every op may run on, and the rule holds; a pin to one
+// device leaves no such group.
+func TestTensorParallelUnderRules(t *testing.T) {
+	args := []string{"plan", filepath.Join(modelDir, "gpt2_small.onnx"), "--batch", "8",
+		"--cluster", filepath.Join(clusterDir, "8xA100-2host.yaml"), "-o", "json", "--strategy", "tensor"}
+	code, stdout, stderr := invoke(t, append(args, "--avoid", "name:*=n1gpu3")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.TensorParallel < 2 {
+		t.Errorf("tensor degree %d under an avoid rule", p.TensorParallel)
+	}
+	for _, st := range p.Stages {
+		for _, d := range st.Devices {
+			if d == "n1gpu3" {
+				t.Errorf("stage %d uses n1gpu3, which the rule avoids", st.Index)
+			}
+		}
+	}
+	if code, _, stderr := invoke(t, append(args, "--pin", "module:/tok=n0gpu0")...); code == 0 || !strings.Contains(stderr, "devices every op may run on") {
+		t.Errorf("pinned: exit %d: %s", code, stderr)
+	}
+}
