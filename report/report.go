@@ -253,9 +253,14 @@ func devicesTable(pg *page, p *plan.Plan, stageOf map[string]int) {
 	for _, d := range p.Devices {
 		r := deviceRow{Name: d.Name, Type: d.Type, Host: d.Host, Ops: fmt.Sprint(d.Ops), Busy: fmtNum3(d.BusyMS),
 			Peak: fmtBytes(d.PeakMemoryBytes), Capacity: fmtBytes(d.MemoryBytes), Resident: fmtBytes(d.ResidentBytes)}
-		switch s, ok := stageOf[d.Name]; {
-		case ok && d.Ops == 0 && tensorMember(p, s, d.Name) != "":
-			r.Role = fmt.Sprintf("stage %d %s", s, tensorMember(p, s, d.Name))
+		s, ok := stageOf[d.Name]
+		var member string
+		if ok && d.Ops == 0 {
+			member = tensorMember(p, s, d.Name)
+		}
+		switch {
+		case member != "":
+			r.Role = fmt.Sprintf("stage %d %s", s, member)
 		case ok && d.Ops == 0:
 			r.Role = fmt.Sprintf("stage %d replica", s)
 		case ok:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 )
 
@@ -133,6 +134,34 @@ type TensorSplit struct {
 	// done, within op's time: the group's compute waits for them, as
 	// Megatron-LM's synchronous all-reduces make it. Nil: none.
 	Syncs [][]Sync
+}
+
+// OpTime is how long one member of a group of t runs op, which takes
+// full seconds whole, launch of them its kernel launch: the launch whole,
+// the rest scaled by the op's share s to (1-s) + s/t.
+func (sp *TensorSplit) OpTime(op graph.OpID, full, launch float64, t int) float64 {
+	if sp == nil || sp.Split == nil || t < 2 || full <= 0 {
+		return full
+	}
+	s := float64(sp.Split[op])
+	if s == 0 {
+		return full
+	}
+	launch = min(launch, full)
+	return (full-launch)*(1-s+s/float64(t)) + launch
+}
+
+// SyncTime is how long op's syncs take over group on cluster c when each
+// moves 1/div of its tensor (div 1: the whole step's).
+func (sp *TensorSplit) SyncTime(c *cluster.Cluster, op graph.OpID, group []int, div int64) float64 {
+	if sp == nil || sp.Syncs == nil {
+		return 0
+	}
+	var t float64
+	for _, y := range sp.Syncs[op] {
+		t += CollectiveTime(c, y.Kind, group, ceilDiv(y.Bytes, div))
+	}
+	return t
 }
 
 // Sync is one collective over a tensor-parallel group, on an activation

@@ -906,20 +906,19 @@ func (s *state) syncTimes() {
 		if s.syncTime == nil {
 			s.syncTime = make([]float64, len(s.g.Ops))
 		}
-		group := s.stages[s.devStage[d]].Replicas[0]
-		for _, y := range syncs {
-			s.syncTime[op] += CollectiveTime(s.c, y.Kind, group, s.syncBytes(graph.OpID(op), y))
-		}
+		id := graph.OpID(op)
+		s.syncTime[op] = s.split.SyncTime(s.c, id, s.stages[s.devStage[d]].Replicas[0], s.syncDiv(id))
 	}
 }
 
-// syncBytes is the buffer of one run of op's sync y: a micro-batch's
-// and replica's share of the tensor for an op run per micro-batch.
-func (s *state) syncBytes(op graph.OpID, y Sync) int64 {
+// syncDiv is the share of its tensor each of op's syncs moves in one
+// run, as 1/div: a micro-batch's and replica's for an op run per
+// micro-batch.
+func (s *state) syncDiv(op graph.OpID) int64 {
 	if !s.perMB[op] {
-		return y.Bytes
+		return 1
 	}
-	return ceilDiv(y.Bytes, int64(s.replicas[s.devStage[s.dev[op]]]*s.M))
+	return int64(s.replicas[s.devStage[s.dev[op]]] * s.M)
 }
 
 // divided reports whether device d holds 1/tp of tensor t: d is in a
@@ -989,13 +988,7 @@ func (s *state) taskTime(op graph.OpID, d int) float64 {
 // computeTime is how long one run of op computes on device d: its share
 // of the micro-batch, of a tensor-parallel split and of a ZeRO update.
 func (s *state) computeTime(op graph.OpID, d int) float64 {
-	full := s.t.OpTime(op, d)
-	if tp := s.tp[d]; tp > 1 && s.split != nil && s.split.Split != nil && full > 0 {
-		if share := float64(s.split.Split[op]); share > 0 {
-			launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
-			full = (full-launch)*(1-share+share/float64(tp)) + launch
-		}
-	}
+	full := s.split.OpTime(op, s.t.OpTime(op, d), s.c.Devices[d].Type.LaunchOverhead, s.tp[d])
 	if !s.perMB[op] {
 		if s.g.Ops[op].Phase == graph.Update && full > 0 {
 			if z, r := s.sharding(d); z >= ZeRO1 {
@@ -1211,7 +1204,7 @@ func (s *state) recordSyncs(op graph.OpID, st int, start float64) {
 	sr := &s.res.Stages[st]
 	group := s.stages[st].Replicas[0]
 	for _, y := range s.split.Syncs[op] {
-		b := s.syncBytes(op, y)
+		b := ceilDiv(y.Bytes, s.syncDiv(op))
 		end := start + CollectiveTime(s.c, y.Kind, group, b)
 		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
 		sr.TensorSync += end - start

@@ -138,21 +138,22 @@ func (s given) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 // is refused rather than scored as something else.
 func givenSplit(p *Problem, g *Given, prop *Proposal) error {
 	pl := prop.Plan
-	t := 0
-	for i, st := range pl.Stages {
-		if st.Tensor < 2 {
-			continue
+	var first *sim.Stage // the first tensor-parallel stage
+	for i := range pl.Stages {
+		st := &pl.Stages[i]
+		switch {
+		case st.Tensor < 2:
+		case first == nil:
+			first = st
+		case st.Tensor != first.Tensor:
+			return &PlacementError{fmt.Errorf("%s: stages[%d] is tensor-parallel over %d devices, an earlier stage over %d: one degree per plan", g.Source, i, st.Tensor, first.Tensor)}
 		}
-		if t != 0 && st.Tensor != t {
-			return &PlacementError{fmt.Errorf("%s: stages[%d] is tensor-parallel over %d devices, an earlier stage over %d: one degree per plan", g.Source, i, st.Tensor, t)}
-		}
-		t = st.Tensor
 	}
-	if t == 0 {
+	if first == nil {
 		return nil
 	}
-	first := slices.IndexFunc(pl.Stages, func(st sim.Stage) bool { return st.Tensor > 1 })
-	sol, split, err := tensorParallel{}.solve(p, pl.Stages[first].Replicas[0], t)
+	t := first.Tensor
+	sol, split, err := tensorParallel{}.solve(p, first.Replicas[0], t)
 	if err != nil {
 		return &PlacementError{fmt.Errorf("%s: its stages are tensor-parallel over %d devices, but %w", g.Source, t, err)}
 	}

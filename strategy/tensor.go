@@ -97,7 +97,6 @@ func (s tensorParallel) degrees(n int) []int {
 // TensorSolution is the split behind a tensor-parallel proposal, on the
 // graph the user gave (before fusion), for the plan's report.
 type TensorSolution struct {
-	Degree int
 	// Split is on the original graph; Choice names each original op's
 	// sharding.
 	Split  *sim.TensorSplit
@@ -214,13 +213,11 @@ func (s tensorParallel) solve(p *Problem, group []int, t int) (*TensorSolution, 
 		g, tab = p.Fine.Coarse.Fine, p.Fine.costs(c)
 	}
 	lead := group[0]
-	m := shardModel{op: func(op graph.OpID) float64 { return tab.OpTime(op, lead) },
-		comm: func(k sim.CollectiveKind, b int64) float64 { return sim.CollectiveTime(c, k, group, b) }}
-	res, err := shard.Solve(g, t, m, shard.Options{})
+	res, err := shard.Solve(g, t, groupModel{tab, group}, shard.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	sol := &TensorSolution{Degree: t, Split: res.Split, Choice: res.Choice, Blocks: res.Blocks, Distinct: res.Distinct}
+	sol := &TensorSolution{Split: res.Split, Choice: res.Choice, Blocks: res.Blocks, Distinct: res.Distinct}
 	if p.Fine == nil {
 		return sol, res.Split, nil
 	}
@@ -281,13 +278,8 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 	}
 	times := make([]float64, len(p.Graph.Ops))
 	for op := range times {
-		full := p.Costs.OpTime(graph.OpID(op), leads[0])
-		launch := min(c.Devices[leads[0]].Type.LaunchOverhead, full)
-		share := float64(split.Split[op])
-		times[op] = (full-launch)*(1-share+share/float64(t)) + launch
-		for _, y := range split.Syncs[op] {
-			times[op] += sim.CollectiveTime(c, y.Kind, groups[0], y.Bytes)
-		}
+		id := graph.OpID(op)
+		times[op] = split.OpTime(id, p.Costs.OpTime(id, leads[0]), c.Devices[leads[0]].Type.LaunchOverhead, t) + split.SyncTime(c, id, groups[0], 1)
 	}
 	vtab := cost.NewTable(p.Graph, sub, fixedTimes(times))
 	vp, err := placer.NewProblem(p.Graph, vtab)
@@ -361,15 +353,16 @@ func (f fixedTimes) OpTime(_ *graph.Graph, op graph.OpID, _ *cluster.DeviceType)
 	return f[op]
 }
 
-// shardModel prices ops and collectives for package shard.
-type shardModel struct {
-	op   func(graph.OpID) float64
-	comm func(sim.CollectiveKind, int64) float64
+// groupModel prices ops and collectives for package shard: an op at its
+// time on the group's first device, a collective over the group.
+type groupModel struct {
+	costs *cost.Table
+	group []int
 }
 
-func (m shardModel) OpTime(op graph.OpID) float64 { return m.op(op) }
-func (m shardModel) Collective(k sim.CollectiveKind, b int64) float64 {
-	return m.comm(k, b)
+func (m groupModel) OpTime(op graph.OpID) float64 { return m.costs.OpTime(op, m.group[0]) }
+func (m groupModel) Collective(k sim.CollectiveKind, b int64) float64 {
+	return sim.CollectiveTime(m.costs.Cluster, k, m.group, b)
 }
 
 // devicesPerHost is the fewest devices of cl any host holds (among the
