@@ -177,8 +177,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		}
 		p = res.Profile
 		dt := p.DeviceType(dtName)
-		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s, bandwidth %.3g B/s, launch %.3g us\n",
-			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
+		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s (runs spread %.0f%%), bandwidth %.3g B/s, launch %.3g us\n",
+			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
 		if res.TimedOut > 0 {
 			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)
 		}
