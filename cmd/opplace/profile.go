@@ -15,6 +15,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
@@ -25,6 +26,7 @@ type profileFlags struct {
 	device     string
 	deviceType string
 	importFile string
+	optimized  string
 	from       string
 	cluster    string
 	out        string
@@ -90,6 +92,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.device, "device", "cpu", "device to measure on (cpu: this machine's CPU)")
 	fl.StringVar(&f.deviceType, "device-type", "", "device type the times are for (default local-cpu when measuring; required with --import)")
 	fl.StringVar(&f.importFile, "import", "", "import this ONNX Runtime profile or Chrome trace instead of measuring")
+	fl.StringVar(&f.optimized, "optimized-model", "", "with --import of an ONNX Runtime profile: the optimized model the session wrote (SessionOptions.optimized_model_filepath), to map fused and renamed kernels")
 	fl.StringVar(&f.from, "from", "", "read this profile instead of measuring (to re-calibrate or --report)")
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file whose device type --device-type names (for --import's roofline)")
 	fl.StringVarP(&f.out, "out", "o", "", "write the profile to this file (default stdout)")
@@ -117,6 +120,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--import and --from exclude each other")}
 	case f.device != "cpu":
 		return usageError{fmt.Errorf("--device %q: only cpu (this machine) can be measured; import other devices' traces with --import", f.device)}
+	case f.optimized != "" && f.importFile == "":
+		return usageError{errors.New("--optimized-model maps an --import trace's kernels; it needs --import TRACE")}
 	case f.importFile != "" && f.deviceType == "":
 		return usageError{errors.New("--import needs --device-type NAME: the device type the trace ran on (a preset such as V100-16GB, or a type of --cluster)")}
 	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0:
@@ -125,6 +130,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	}
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
+		{What: "the optimized model", Path: f.optimized},
 		{What: "the profile", Path: f.from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
 		return err
@@ -155,15 +161,34 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if err != nil {
 			return err
 		}
-		res, err := profile.Import(f.importFile, g, dt)
+		trace, err := files.Read(f.importFile, "trace")
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		opts := profile.ImportOptions{OptimizedName: f.optimized}
+		if f.optimized != "" {
+			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
+				return &pipeline.InputError{Err: err}
+			}
+		}
+		res, err := profile.ImportWith(f.importFile, trace, g, dt, opts)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
 		p = res.Profile
 		fmt.Fprintf(summary, "imported %s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
 			f.importFile, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
+		fmt.Fprintf(summary, "matched %.1f%% of the trace's kernel time (%.3f of %.3f ms per run over %d runs; layout kernels %.3f ms)",
+			100*res.MatchedShare, res.MatchedMS, res.TraceMS, res.Runs, res.LayoutMS)
+		if res.RunMS > 0 {
+			fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
+		}
+		fmt.Fprintln(summary)
 		if n := len(p.Unmatched); n > 0 {
 			fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	default:
 		if dtName == "" {
