@@ -101,14 +101,7 @@ func newORTMap(g *graph.Graph, dt *DeviceType, nodes []ortNode) *ortMap {
 	m := &ortMap{g: g, dt: dt, nodes: nodes, byName: map[string][]int{}, alias: map[string]graph.TensorID{},
 		producer: map[string]int{}, consumers: map[string][]int{}, cache: map[int]*target{}}
 	m.folded = foldedOps(g)
-	m.est = make([]float64, len(g.Ops))
-	cdt := dt.Cluster()
-	for i := range g.Ops {
-		if !cost.IsMetadataOp(g.Ops[i].Type) {
-			r := cost.Roofline{}
-			m.est[i] = max(r.ComputeTime(g, graph.OpID(i), cdt), r.MemoryTime(g, graph.OpID(i), cdt))
-		}
-	}
+	m.est = opEstimates(g, dt)
 	for i, n := range nodes {
 		m.byName[n.name] = append(m.byName[n.name], i)
 		for _, t := range n.outputs {
@@ -423,32 +416,8 @@ func sortedOps(set map[graph.OpID]bool) []graph.OpID {
 	return ops
 }
 
-// spread splits a kernel's time over ops in proportion to the model's
-// estimate of each (roofline time without launch overhead); ops
-// estimated at zero get nothing unless all are zero, then all share
-// evenly.
-func (m *ortMap) spread(ops []graph.OpID) *target {
-	t := &target{shapeOp: -1}
-	if len(ops) == 0 {
-		return t
-	}
-	t.shapeOp = ops[len(ops)-1]
-	var sum float64
-	for _, id := range ops {
-		sum += m.est[id]
-	}
-	for _, id := range ops {
-		w := 1 / float64(len(ops))
-		if sum > 0 {
-			w = m.est[id] / sum
-		}
-		if w > 0 {
-			t.ops = append(t.ops, id)
-			t.weight = append(t.weight, w)
-		}
-	}
-	return t
-}
+// spread splits a kernel's time over ops by the model's estimate.
+func (m *ortMap) spread(ops []graph.OpID) *target { return spreadOver(m.est, ops) }
 
 // nameFallback maps an ONNX Runtime node name to a graph op without the
 // optimized model: the name itself, without ORT's "_nchwc" and

@@ -30,6 +30,9 @@ type traceEvent struct {
 	Name string         `json:"name"`
 	Ph   string         `json:"ph"`
 	Dur  *float64       `json:"dur"`
+	Ts   *float64       `json:"ts"`
+	Pid  any            `json:"pid"`
+	Tid  any            `json:"tid"`
 	Args map[string]any `json:"args"`
 }
 
@@ -82,6 +85,9 @@ type traceKernel struct {
 	name, opType, index string
 	durs                []float64
 	shape               any
+	// target, when set, is where the kernel's time goes (aten ops
+	// aligned with the model's ops).
+	target *target
 }
 
 // Import reads an ONNX Runtime profiling JSON or a Chrome trace (as
@@ -156,6 +162,35 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	var kernels []*traceKernel
 	byKey := map[string]*traceKernel{}
 	var runs []float64
+	// A PyTorch trace with no event named after a node: align its aten
+	// ops with the model's ops.
+	aten, atenPerRun := false, 0
+	if source == SourceChrome {
+		named, atenOps := false, false
+		for _, e := range events {
+			if _, ok := g.OpByName(e.Name); ok && e.Dur != nil {
+				named = true
+				break
+			}
+			atenOps = atenOps || strings.HasPrefix(e.Name, "aten::")
+		}
+		if aten = !named && atenOps; aten {
+			ar := atenRuns(events)
+			for _, e := range events {
+				if e.Dur != nil && (e.Name == "model_run" || strings.HasPrefix(e.Name, "ProfilerStep#")) {
+					runs = append(runs, *e.Dur/1e3)
+				}
+			}
+			for _, r := range ar {
+				res.Events += len(r)
+			}
+			if len(ar) > 0 {
+				atenPerRun = len(ar[0])
+			}
+			kernels = atenKernels(g, &dt, ar)
+			events = nil
+		}
+	}
 	for _, e := range events {
 		if e.Dur == nil || (e.Ph != "" && e.Ph != "X") {
 			continue
@@ -200,7 +235,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	if res.Events == 0 {
 		what := `no "cat": "Node" events named <node>_kernel_time`
 		if source == SourceChrome {
-			what = "no complete events named after a graph node (record_function(node_name) in PyTorch)"
+			what = "no complete events named after a graph node (record_function(node_name) in PyTorch) and no aten ops"
 		}
 		return nil, fmt.Errorf("%s: the trace has %s", name, what)
 	}
@@ -226,7 +261,10 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	unmatched := map[string]bool{}
 	unmappedUS := map[string]*KernelTime{}
 	for _, k := range kernels {
-		t := mapKernel(g, m, k, indices[k.name])
+		t := k.target
+		if t == nil {
+			t = mapKernel(g, m, k, indices[k.name])
+		}
 		var sum float64
 		for _, d := range k.durs {
 			sum += d
@@ -255,12 +293,16 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 				return nil, fmt.Errorf("%s: node %q: %v", name, k.name, err)
 			}
 		}
-		res.Matched += len(k.durs)
+		for _, d := range k.durs {
+			if d > 0 {
+				res.Matched++
+			}
+		}
 		matchedUS += sum
 		for j, id := range t.ops {
 			covered[id] = true
-			if perRun[id] == nil {
-				perRun[id] = make([]float64, res.Runs)
+			if len(perRun[id]) < res.Runs {
+				perRun[id] = append(perRun[id], make([]float64, res.Runs-len(perRun[id]))...)
 			}
 			for r, d := range k.durs {
 				perRun[id][r] += t.weight[j] * d
@@ -318,13 +360,21 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	var folded []bool
+	if m != nil || aten {
+		folded = foldedOps(g)
+	}
 	for i := range g.Ops {
-		if covered[i] || Family(g.Ops[i].Type) == FamilyView || (m != nil && m.folded[i]) {
+		if covered[i] || Family(g.Ops[i].Type) == FamilyView || (folded != nil && folded[i]) {
 			continue
 		}
 		res.Unmeasured++
 	}
 	res.Warnings = importWarnings(res, source, m != nil)
+	if aten {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
+			atenPerRun, 100*res.MatchedShare, res.Unmeasured))
+	}
 	p.Sort()
 	res.Profile = p
 	return res, nil
