@@ -195,6 +195,10 @@ func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel
 	return kernels
 }
 
+// maxAlignCells bounds the alignment's table (one byte a cell): a run of
+// more aten ops times model ops than this is left unmapped.
+const maxAlignCells = 1 << 27
+
 // alignAten maps one run's aten ops onto seq (g's ops in order) and
 // returns each aten op's target.
 func alignAten(g *graph.Graph, est []float64, seq []graph.OpID, run []atenOp) []*target {
@@ -205,14 +209,22 @@ func alignAten(g *graph.Graph, est []float64, seq []graph.OpID, run []atenOp) []
 	// may, so the ops after it (gelu's Erf, Add, Mul) join it.
 	const skipONNX, skipAten, skipFold = 2, 2, 1
 	w := m + 1
-	dp := make([]int32, (n+1)*w)
+	if (n+1)*w > maxAlignCells {
+		targets := make([]*target, n)
+		for i := range targets {
+			targets[i] = &target{shapeOp: -1}
+		}
+		return targets
+	}
+	// Two rows of costs; the moves are kept for the walk back.
+	prev, cur := make([]int32, w), make([]int32, w)
 	move := make([]uint8, (n+1)*w) // 1 match, 2 skip aten, 3 skip onnx
 	names := make([]string, n)
 	for i := range run {
 		names[i] = atenName(run[i].name)
 	}
 	for j := 1; j <= m; j++ {
-		dp[j] = int32(j * skipONNX)
+		prev[j] = int32(j * skipONNX)
 		move[j] = 3
 	}
 	for i := 1; i <= n; i++ {
@@ -220,20 +232,21 @@ func alignAten(g *graph.Graph, est []float64, seq []graph.OpID, run []atenOp) []
 		if atenFolds[names[i-1]] {
 			sa = skipFold
 		}
-		dp[i*w] = dp[(i-1)*w] + sa
+		cur[0] = prev[0] + sa
 		move[i*w] = 2
 		for j := 1; j <= m; j++ {
-			best, mv := dp[(i-1)*w+j]+sa, uint8(2)
+			best, mv := prev[j]+sa, uint8(2)
 			if mc := atenMatch(g, names[i-1], seq[j-1]); mc >= 0 {
-				if c := dp[(i-1)*w+j-1] + mc; c <= best {
+				if c := prev[j-1] + mc; c <= best {
 					best, mv = c, 1
 				}
 			}
-			if c := dp[i*w+j-1] + skipONNX; c <= best {
+			if c := cur[j-1] + skipONNX; c <= best {
 				best, mv = c, 3
 			}
-			dp[i*w+j], move[i*w+j] = best, mv
+			cur[j], move[i*w+j] = best, mv
 		}
+		prev, cur = cur, prev
 	}
 	// Walk back: owned[i] lists the ONNX ops aten op i computes.
 	owned := make([][]graph.OpID, n)

@@ -301,3 +301,25 @@ func TestImportOptimizedErrors(t *testing.T) {
 		t.Errorf("chrome trace with an optimized model: %v", err)
 	}
 }
+
+// Any optimized model is refused or maps within the trace's time.
+func FuzzImportOptimized(f *testing.F) {
+	g := convRelu(f)
+	f.Add(convReluOptimized(f))
+	f.Add(optimizedModel(f, node("r_nchwc", "Conv", "", []string{"x", "r"}, []string{"r", "x"}), node("", "Reshape", "", nil, nil)))
+	var ev []string
+	for _, n := range []string{"ReorderInput", "r_nchwc", "ReorderOutput", "x", "r"} {
+		ev = append(ev, ortEvent(n, "Conv", 1, 10))
+	}
+	trace := []byte("[" + strings.Join(ev, ",") + "]")
+	f.Fuzz(func(t *testing.T, opt []byte) {
+		res, err := profile.ImportWith("t.json", trace, g, testCPU, profile.ImportOptions{Optimized: opt})
+		if err != nil {
+			return
+		}
+		if res.TraceMS != 0.05 || res.MatchedMS > res.TraceMS+1e-9 {
+			t.Fatalf("matched %v of %v ms", res.MatchedMS, res.TraceMS)
+		}
+		checkProfile(t, res.Profile)
+	})
+}
