@@ -176,7 +176,11 @@ func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel
 		}
 		if same {
 			for i, a := range run {
+				for len(first[i].durs) < r {
+					first[i].durs = append(first[i].durs, 0)
+				}
 				first[i].durs = append(first[i].durs, a.dur)
+				first[i].events++
 			}
 			continue
 		}
@@ -185,7 +189,7 @@ func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel
 		for i, a := range run {
 			durs := make([]float64, r+1)
 			durs[r] = a.dur
-			ks[i] = &traceKernel{name: a.name, opType: a.name, durs: durs, target: targets[i]}
+			ks[i] = &traceKernel{name: a.name, opType: a.name, durs: durs, events: 1, target: targets[i]}
 		}
 		kernels = append(kernels, ks...)
 		if first == nil {

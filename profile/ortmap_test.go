@@ -323,3 +323,17 @@ func FuzzImportOptimized(f *testing.F) {
 		checkProfile(t, res.Profile)
 	})
 }
+
+// The batch check holds for mapped kernels: the real batch-1 trace does
+// not import into the model bound at batch 2.
+func TestImportORTOptimizedChecksBatch(t *testing.T) {
+	m, err := onnx.Load("../testdata/models/resnet50.onnx", onnx.Options{Shapes: map[string][]int64{"input.1": {2, 3, 224, 224}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = profile.ImportWith("t.json", readSample(t, "resnet50_b1_ort130_cpu.json"), m.Graph, testCPU,
+		profile.ImportOptions{Optimized: readSample(t, "resnet50_b1_ort130_cpu.opt.onnx")})
+	if err == nil || !strings.Contains(err.Error(), "the trace ran batch 1") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -84,7 +84,10 @@ type KernelTime struct {
 type traceKernel struct {
 	name, opType, index string
 	durs                []float64
-	shape               any
+	// events is how many trace events durs sums (durs has a zero for a
+	// run the kernel did not run in).
+	events int
+	shape  any
 	// target, when set, is where the kernel's time goes (aten ops
 	// aligned with the model's ops).
 	target *target
@@ -231,6 +234,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			kernels = append(kernels, k)
 		}
 		k.durs = append(k.durs, *e.Dur)
+		k.events++
 	}
 	if res.Events == 0 {
 		what := `no "cat": "Node" events named <node>_kernel_time`
@@ -293,11 +297,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 				return nil, fmt.Errorf("%s: node %q: %v", name, k.name, err)
 			}
 		}
-		for _, d := range k.durs {
-			if d > 0 {
-				res.Matched++
-			}
-		}
+		res.Matched += k.events
 		matchedUS += sum
 		for j, id := range t.ops {
 			covered[id] = true
