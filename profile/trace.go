@@ -105,7 +105,10 @@ type traceKernel struct {
 // ops, kernels, runtime calls) are skipped, but annotations naming no op
 // are reported in Unmatched. When the trace has GPU-side annotations
 // ("gpu_user_annotation", the time the node's kernels ran on the device)
-// only those count; the CPU-side ones then time kernel launches.
+// only those count; the CPU-side ones then time kernel launches. A Chrome
+// trace with no event named after a node but with aten ops (a PyTorch
+// profile of the module the model was exported from) has each run's
+// top-level aten ops aligned with the model's ops by type and order.
 func Import(path string, g *graph.Graph, dt DeviceType) (*ImportResult, error) {
 	data, err := files.Read(path, "trace")
 	if err != nil {

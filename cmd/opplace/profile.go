@@ -65,6 +65,19 @@ node (torch.profiler with record_function(node_name)), maps events to ops by
 node name and reports names that match none. --device-type names the device
 the trace ran on; its roofline comes from --cluster FILE or a preset.
 
+ONNX Runtime's graph optimisations fuse and rename nodes (NCHWc convolutions
+named <tensor>_nchwc, MatMul+Add Gemms, Gelu), so by name few kernels match.
+--optimized-model FILE gives the optimized model the profiled session wrote:
+set SessionOptions.optimized_model_filepath (Python:
+so.optimized_model_filepath = "model.opt.onnx") next to enable_profiling; its
+weights may be stripped. Each kernel then maps to the ops it computes, a fused
+kernel's time spread over them by the model's estimate, layout kernels
+(ReorderInput/ReorderOutput) to the op reading or writing their tensor. A
+PyTorch trace without node annotations has its aten ops aligned with the
+model's ops by type and order (profile the module the model was exported
+from). The summary gives the share of the trace's kernel time that mapped;
+below 80% a warning says which kernels did not.
+
 Either way the roofline is calibrated to the measurements (per op family:
 achieved fraction of peak FLOP/s and bandwidth plus a fixed overhead, fitted by
 least squares) and --report prints the error before and after. --from FILE
@@ -78,6 +91,12 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
   # Import an ONNX Runtime profile taken on a V100
   opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
       --device-type V100-16GB --out resnet50.v100.json
+
+  # ... with the optimized model that session wrote, so fused kernels map
+  opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --import testdata/profiles/resnet50_b1_ort130_cpu.json \
+      --optimized-model testdata/profiles/resnet50_b1_ort130_cpu.opt.onnx \
+      --device-type Workstation-CPU --cluster testdata/clusters/hetero.yaml --out r50.ort.json
 
   # Plan with the measured times
   opplace plan testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
