@@ -90,19 +90,37 @@ type atenOp struct {
 // atenRuns collects each run's top-level aten ops (those inside no other
 // aten op on their thread) in order. Runs are the ranges named
 // "model_run" or "ProfilerStep#N"; without any, the trace is one run.
+// When the trace has GPU kernels (Kineto's "kernel", "gpu_memcpy" and
+// "gpu_memset" events), an aten op's time is that of the kernels its
+// runtime calls ("cuda_runtime", "cuda_driver" events inside it on its
+// thread) launched, matched by args.correlation; its own duration then
+// times the launches.
 func atenRuns(events []traceEvent) [][]atenOp {
 	type ev struct {
 		name    string
 		ts, dur float64
 		tid     string
+		corr    float64
 	}
-	var ranges, ops []ev
+	var ranges, ops, launches []ev
+	gpu := map[float64]float64{}
 	for _, e := range events {
 		if e.Dur == nil || e.Ts == nil || (e.Ph != "" && e.Ph != "X") || *e.Dur < 0 {
 			continue
 		}
-		x := ev{e.Name, *e.Ts, *e.Dur, fmt.Sprint(e.Pid, "/", e.Tid)}
+		x := ev{e.Name, *e.Ts, *e.Dur, fmt.Sprint(e.Pid, "/", e.Tid), 0}
+		corr, hasCorr := e.Args["correlation"].(float64)
 		switch {
+		case e.Cat == "kernel" || e.Cat == "gpu_memcpy" || e.Cat == "gpu_memset":
+			if hasCorr {
+				gpu[corr] += *e.Dur
+			}
+		case e.Cat == "cuda_runtime" || e.Cat == "cuda_driver":
+			if hasCorr {
+				x.corr = corr
+				launches = append(launches, x)
+			}
+		case e.Cat == "gpu_user_annotation":
 		case e.Name == "model_run" || strings.HasPrefix(e.Name, "ProfilerStep#"):
 			ranges = append(ranges, x)
 		case strings.HasPrefix(e.Name, "aten::"):
@@ -124,6 +142,20 @@ func atenRuns(events []traceEvent) [][]atenOp {
 		}
 		end[o.tid] = o.ts + o.dur
 		top = append(top, o)
+	}
+	if len(gpu) > 0 {
+		slices.SortFunc(launches, func(a, b ev) int { return cmpFloat(a.ts, b.ts) })
+		for i := range top {
+			o := &top[i]
+			var t float64
+			j, _ := slices.BinarySearchFunc(launches, o.ts, func(l ev, ts float64) int { return cmpFloat(l.ts, ts) })
+			for ; j < len(launches) && launches[j].ts < o.ts+o.dur; j++ {
+				if launches[j].tid == o.tid {
+					t += gpu[launches[j].corr]
+				}
+			}
+			o.dur = t
+		}
 	}
 	if len(ranges) == 0 {
 		run := make([]atenOp, 0, len(top))
@@ -159,11 +191,11 @@ func cmpFloat(a, b float64) int {
 // aten op; runs whose op sequence differs from the first run's get
 // kernels of their own.
 func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel {
-	folded := foldedOps(g)
 	est := opEstimates(g, dt)
+	// Shape arithmetic stays in: PyTorch may run it as aten ops too.
 	var seq []graph.OpID
 	for i := range g.Ops {
-		if !folded[i] && g.Ops[i].Type != "Identity" && g.Ops[i].Type != "Constant" {
+		if g.Ops[i].Type != "Identity" && g.Ops[i].Type != "Constant" {
 			seq = append(seq, graph.OpID(i))
 		}
 	}

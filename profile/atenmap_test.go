@@ -1,6 +1,7 @@
 package profile_test
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
@@ -68,6 +69,44 @@ func TestImportPyTorchAtenAlign(t *testing.T) {
 	}
 	if res.Events != 8 || res.Runs != 2 || res.TraceMS != 0.066 || res.RunMS != 0.2 || len(res.Unmapped) != 1 || res.Unmapped[0].Name != "aten::empty" {
 		t.Errorf("events %d runs %d trace %v run %v unmapped %+v", res.Events, res.Runs, res.TraceMS, res.RunMS, res.Unmapped)
+	}
+	checkConserved(t, res)
+}
+
+// A GPU trace without node annotations: each aten op is timed by the
+// kernels its runtime calls launched (by correlation id), not by its
+// CPU-side duration. The synthetic V100 sample less its annotations.
+func TestImportPyTorchAtenGPU(t *testing.T) {
+	var trace struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(readSample(t, "bert_base_b1_pytorch_v100.json"), &trace); err != nil {
+		t.Fatal(err)
+	}
+	var kept []map[string]any
+	var kernelUS float64
+	for _, e := range trace.TraceEvents {
+		switch e["cat"] {
+		case "user_annotation", "gpu_user_annotation":
+			if !strings.HasPrefix(e["name"].(string), "ProfilerStep#") {
+				continue
+			}
+		case "kernel":
+			kernelUS += e["dur"].(float64)
+		}
+		kept = append(kept, e)
+	}
+	data, err := json.Marshal(map[string]any{"traceEvents": kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := profile.ImportWith("v100.json", data, loadBertB1(t), testCPU, profile.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d aten events, kernel time %.3f ms, matched %.1f%%, %d ops with a time, %d unmeasured", res.Events, res.TraceMS, 100*res.MatchedShare, len(res.Profile.Ops), res.Unmeasured)
+	if math.Abs(res.TraceMS-kernelUS/1e3) > 1e-3 || res.MatchedShare < profile.MinMatchedShare || res.Runs != 1 {
+		t.Errorf("trace %.4f ms (kernels %.4f ms), share %v, runs %d", res.TraceMS, kernelUS/1e3, res.MatchedShare, res.Runs)
 	}
 	checkConserved(t, res)
 }
