@@ -15,6 +15,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
@@ -25,6 +26,7 @@ type profileFlags struct {
 	device     string
 	deviceType string
 	importFile string
+	optimized  string
 	from       string
 	cluster    string
 	out        string
@@ -63,6 +65,19 @@ node (torch.profiler with record_function(node_name)), maps events to ops by
 node name and reports names that match none. --device-type names the device
 the trace ran on; its roofline comes from --cluster FILE or a preset.
 
+ONNX Runtime's graph optimisations fuse and rename nodes (NCHWc convolutions
+named <tensor>_nchwc, MatMul+Add Gemms, Gelu), so by name few kernels match.
+--optimized-model FILE gives the optimized model the profiled session wrote:
+set SessionOptions.optimized_model_filepath (Python:
+so.optimized_model_filepath = "model.opt.onnx") next to enable_profiling; its
+weights may be stripped. Each kernel then maps to the ops it computes, a fused
+kernel's time spread over them by the model's estimate, layout kernels
+(ReorderInput/ReorderOutput) to the op reading or writing their tensor. A
+PyTorch trace without node annotations has its aten ops aligned with the
+model's ops by type and order (profile the module the model was exported
+from). The summary gives the share of the trace's kernel time that mapped;
+below 80% a warning says which kernels did not.
+
 Either way the roofline is calibrated to the measurements (per op family:
 achieved fraction of peak FLOP/s and bandwidth plus a fixed overhead, fitted by
 least squares) and --report prints the error before and after. --from FILE
@@ -77,6 +92,12 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
   opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
       --device-type V100-16GB --out resnet50.v100.json
 
+  # ... with the optimized model that session wrote, so fused kernels map
+  opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --import testdata/profiles/resnet50_b1_ort130_cpu.json \
+      --optimized-model testdata/profiles/resnet50_b1_ort130_cpu.opt.onnx \
+      --device-type Workstation-CPU --cluster testdata/clusters/hetero.yaml --out r50.ort.json
+
   # Plan with the measured times
   opplace plan testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
       --cluster cpu.yaml --profile resnet50.cpu.json --mode infer`,
@@ -90,6 +111,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.device, "device", "cpu", "device to measure on (cpu: this machine's CPU)")
 	fl.StringVar(&f.deviceType, "device-type", "", "device type the times are for (default local-cpu when measuring; required with --import)")
 	fl.StringVar(&f.importFile, "import", "", "import this ONNX Runtime profile or Chrome trace instead of measuring")
+	fl.StringVar(&f.optimized, "optimized-model", "", "with --import of an ONNX Runtime profile: the optimized model the session wrote (SessionOptions.optimized_model_filepath), to map fused and renamed kernels")
 	fl.StringVar(&f.from, "from", "", "read this profile instead of measuring (to re-calibrate or --report)")
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file whose device type --device-type names (for --import's roofline)")
 	fl.StringVarP(&f.out, "out", "o", "", "write the profile to this file (default stdout)")
@@ -117,6 +139,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--import and --from exclude each other")}
 	case f.device != "cpu":
 		return usageError{fmt.Errorf("--device %q: only cpu (this machine) can be measured; import other devices' traces with --import", f.device)}
+	case f.optimized != "" && f.importFile == "":
+		return usageError{errors.New("--optimized-model maps an --import trace's kernels; it needs --import TRACE")}
 	case f.importFile != "" && f.deviceType == "":
 		return usageError{errors.New("--import needs --device-type NAME: the device type the trace ran on (a preset such as V100-16GB, or a type of --cluster)")}
 	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0:
@@ -125,6 +149,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	}
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
+		{What: "the optimized model", Path: f.optimized},
 		{What: "the profile", Path: f.from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
 		return err
@@ -155,15 +180,34 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if err != nil {
 			return err
 		}
-		res, err := profile.Import(f.importFile, g, dt)
+		trace, err := files.Read(f.importFile, "trace")
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		opts := profile.ImportOptions{OptimizedName: f.optimized}
+		if f.optimized != "" {
+			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
+				return &pipeline.InputError{Err: err}
+			}
+		}
+		res, err := profile.ImportWith(f.importFile, trace, g, dt, opts)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
 		p = res.Profile
 		fmt.Fprintf(summary, "imported %s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
 			f.importFile, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
+		fmt.Fprintf(summary, "matched %.1f%% of the trace's kernel time (%.3f of %.3f ms per run over %d runs; layout kernels %.3f ms)",
+			100*res.MatchedShare, res.MatchedMS, res.TraceMS, res.Runs, res.LayoutMS)
+		if res.RunMS > 0 {
+			fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
+		}
+		fmt.Fprintln(summary)
 		if n := len(p.Unmatched); n > 0 {
 			fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	default:
 		if dtName == "" {
