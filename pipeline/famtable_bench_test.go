@@ -154,7 +154,7 @@ func (c famCell) mfuCell() string {
 	return fmt.Sprintf("%.0f%%", 100*c.mfu)
 }
 
-// famShape says auto's plan in a few words: its strategy, and its
+// planCell says auto's plan in a few words: its strategy, and its
 // tensor degree × stages × replicas with the micro-batches.
 func (c famCell) planCell() string {
 	if !c.fits {
