@@ -181,3 +181,21 @@ func TestPrecisionRefused(t *testing.T) {
 		t.Errorf("amp-fp16 on V100: %v", err)
 	}
 }
+
+// TestAMPInference plans GPT-2 small's forward pass under amp-bf16 with
+// the default fusion. Inference has no training step to give each op a
+// soft colocation key, so a cast keyed with its matmul fused with the
+// unkeyed bias Add after it; the fuser wrote the group's key back only
+// when two soft keys had been joined, and coarsening refused the group
+// ("joins ops with different colocation or device constraints").
+func TestAMPInference(t *testing.T) {
+	o := opts("gpt2_small", "8xA100-2host", map[string]int64{"batch": 8})
+	o.Strategy, o.Precision, o.Mode = "single", "amp-bf16", pipeline.ModeInfer
+	r, err := pipeline.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.Mode != "infer" || r.Plan.Precision != "amp-bf16" || !(r.Plan.PredictedStepMS > 0) {
+		t.Errorf("plan mode %q precision %q step %.3f ms", r.Plan.Mode, r.Plan.Precision, r.Plan.PredictedStepMS)
+	}
+}
