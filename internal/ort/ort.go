@@ -69,7 +69,7 @@ type Result struct {
 	Threads int
 	// TimesMS holds each timed run's wall-clock time around
 	// Session.Run, in order; MedianMS, P10MS and P90MS summarise them.
-	TimesMS               []float64
+	TimesMS                []float64
 	MedianMS, P10MS, P90MS float64
 	// Outputs are the model's outputs as the last run produced them.
 	Outputs []Tensor
@@ -156,74 +156,16 @@ func Version(lib string) (version, path string, err error) {
 // between runs and cancels a run in progress.
 func Run(ctx context.Context, model []byte, o Options) (*Result, error) {
 	o = o.withDefaults()
-	ins, outs, err := signature(model)
-	if err != nil {
-		return nil, err
-	}
 	mu.Lock()
 	defer mu.Unlock()
-	lib, err := start(o.Library)
+	s, err := open(model, o)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Version: rt.GetVersion(), Library: lib, Threads: o.Threads}
-	dir, err := os.MkdirTemp("", "opplace-ort-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-
-	so, err := rt.NewSessionOptions()
-	if err != nil {
-		return nil, err
-	}
-	defer so.Destroy()
-	optPath := filepath.Join(dir, "optimized.onnx")
-	for _, err := range []error{
-		so.SetIntraOpNumThreads(o.Threads),
-		so.SetInterOpNumThreads(1),
-		so.SetExecutionMode(rt.ExecutionModeSequential),
-		so.SetGraphOptimizationLevel(rt.GraphOptimizationLevelEnableAll),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
+	defer s.close()
+	res := &Result{Version: rt.GetVersion(), Library: initLib, Threads: o.Threads}
 	if o.KeepOptimized {
-		if err := so.SetOptimizedModelFilePath(optPath); err != nil {
-			return nil, err
-		}
-	}
-	// One session runs the warm-up and the timed runs, so the timed runs
-	// find its caches, arena and thread pool warm. With profiling on it
-	// records the warm-up runs too; their events are cut from the trace
-	// afterwards (timedEvents).
-	prefix := filepath.Join(dir, "profile")
-	if o.Profile {
-		if err := so.EnableProfiling(prefix); err != nil {
-			return nil, err
-		}
-	}
-	inNames := make([]string, len(ins))
-	for i, in := range ins {
-		inNames[i] = in.name
-	}
-	outNames := make([]string, len(outs))
-	for i, out := range outs {
-		outNames[i] = out
-	}
-	s, err := rt.NewDynamicAdvancedSessionWithONNXData(model, inNames, outNames, so)
-	if err != nil {
-		return nil, &RunError{Stage: "load", Err: err}
-	}
-	destroyed := false
-	defer func() {
-		if !destroyed {
-			s.Destroy()
-		}
-	}()
-	if o.KeepOptimized {
-		data, err := os.ReadFile(optPath)
+		data, err := os.ReadFile(s.optPath)
 		if err != nil {
 			return nil, fmt.Errorf("ONNX Runtime wrote no optimized model: %w", err)
 		}
@@ -231,62 +173,21 @@ func Run(ctx context.Context, model []byte, o Options) (*Result, error) {
 			return nil, fmt.Errorf("the optimized model: %w", err)
 		}
 	}
-
-	values, err := makeInputs(ins, o.Seed)
-	if err != nil {
+	if _, err := s.time(ctx, o.Warmup); err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, v := range values {
-			v.Destroy()
-		}
-	}()
-	ro, err := rt.NewRunOptions()
-	if err != nil {
+	if res.TimesMS, err = s.time(ctx, o.Runs); err != nil {
 		return nil, err
 	}
-	defer ro.Destroy()
-	stop := context.AfterFunc(ctx, func() { ro.Terminate() })
-	defer stop()
-
-	// The first run lets ONNX Runtime allocate the outputs, which the
-	// binding copies into Go memory; later runs write into those, so the
-	// timed runs copy nothing.
-	outputs := make([]rt.Value, len(outs))
-	defer func() {
-		for _, v := range outputs {
-			if v != nil {
-				v.Destroy()
-			}
-		}
-	}()
-	for i := 0; i < o.Warmup+o.Runs; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		err := s.RunWithOptions(values, outputs, ro)
-		d := time.Since(t0)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &RunError{Stage: "run", Err: err}
-		}
-		if i >= o.Warmup {
-			res.TimesMS = append(res.TimesMS, float64(d.Nanoseconds())/1e6)
-		}
-	}
-	for j, v := range outputs {
-		res.Outputs = append(res.Outputs, Tensor{Name: outs[j], Shape: slices.Clone([]int64(v.GetShape()))})
+	for j, v := range s.outputs {
+		res.Outputs = append(res.Outputs, Tensor{Name: s.outNames[j], Shape: slices.Clone([]int64(v.GetShape()))})
 	}
 	res.MedianMS, res.P10MS, res.P90MS = Quantile(res.TimesMS, 0.5), Quantile(res.TimesMS, 0.1), Quantile(res.TimesMS, 0.9)
 
 	// ONNX Runtime writes the profile when the session ends.
-	s.Destroy()
-	destroyed = true
+	s.endSession()
 	if o.Profile {
-		files, _ := filepath.Glob(prefix + "*.json")
+		files, _ := filepath.Glob(s.profilePrefix + "*.json")
 		if len(files) != 1 {
 			return nil, fmt.Errorf("ONNX Runtime wrote %d profiling files, want 1", len(files))
 		}
@@ -299,6 +200,139 @@ func Run(ctx context.Context, model []byte, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// session is a loaded model with its inputs, ready to time.
+type session struct {
+	s                      *rt.DynamicAdvancedSession
+	so                     *rt.SessionOptions
+	ro                     *rt.RunOptions
+	dir                    string
+	optPath, profilePrefix string
+	outNames               []string
+	inputs, outputs        []rt.Value
+}
+
+// open loads the model; the caller holds mu and must close the session.
+// One session runs the warm-up and the timed runs, so the timed runs
+// find its caches, arena and thread pool warm. With profiling on it
+// records the warm-up runs too; their events are cut from the trace
+// afterwards (timedEvents).
+func open(model []byte, o Options) (_ *session, err error) {
+	ins, outs, err := signature(model)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := start(o.Library); err != nil {
+		return nil, err
+	}
+	s := &session{outNames: outs}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.dir, err = os.MkdirTemp("", "opplace-ort-"); err != nil {
+		return nil, err
+	}
+	if s.so, err = rt.NewSessionOptions(); err != nil {
+		return nil, err
+	}
+	s.optPath = filepath.Join(s.dir, "optimized.onnx")
+	s.profilePrefix = filepath.Join(s.dir, "profile")
+	for _, err := range []error{
+		s.so.SetIntraOpNumThreads(o.Threads),
+		s.so.SetInterOpNumThreads(1),
+		s.so.SetExecutionMode(rt.ExecutionModeSequential),
+		s.so.SetGraphOptimizationLevel(rt.GraphOptimizationLevelEnableAll),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.KeepOptimized {
+		if err := s.so.SetOptimizedModelFilePath(s.optPath); err != nil {
+			return nil, err
+		}
+	}
+	if o.Profile {
+		if err := s.so.EnableProfiling(s.profilePrefix); err != nil {
+			return nil, err
+		}
+	}
+	inNames := make([]string, len(ins))
+	for i, in := range ins {
+		inNames[i] = in.name
+	}
+	if s.s, err = rt.NewDynamicAdvancedSessionWithONNXData(model, inNames, outs, s.so); err != nil {
+		return nil, &RunError{Stage: "load", Err: err}
+	}
+	if s.inputs, err = makeInputs(ins, o.Seed); err != nil {
+		return nil, err
+	}
+	if s.ro, err = rt.NewRunOptions(); err != nil {
+		return nil, err
+	}
+	s.outputs = make([]rt.Value, len(outs))
+	return s, nil
+}
+
+// time runs the model n times and returns each run's wall-clock time in
+// milliseconds. The first run of a session lets ONNX Runtime allocate
+// the outputs, which the binding copies into Go memory; later runs write
+// into those, so they copy nothing.
+func (s *session) time(ctx context.Context, n int) ([]float64, error) {
+	stop := context.AfterFunc(ctx, func() { s.ro.Terminate() })
+	defer stop()
+	var times []float64
+	for range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		err := s.s.RunWithOptions(s.inputs, s.outputs, s.ro)
+		d := time.Since(t0)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &RunError{Stage: "run", Err: err}
+		}
+		times = append(times, float64(d.Nanoseconds())/1e6)
+	}
+	return times, nil
+}
+
+// endSession destroys the ONNX Runtime session, which writes its profile.
+func (s *session) endSession() {
+	if s.s != nil {
+		s.s.Destroy()
+		s.s = nil
+	}
+}
+
+func (s *session) close() {
+	s.endSession()
+	for _, vs := range [][]rt.Value{s.inputs, s.outputs} {
+		for _, v := range vs {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}
+	s.inputs, s.outputs = nil, nil
+	if s.ro != nil {
+		s.ro.Destroy()
+		s.ro = nil
+	}
+	if s.so != nil {
+		s.so.Destroy()
+		s.so = nil
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+		s.dir = ""
+	}
 }
 
 // input is a graph input to feed.

@@ -3,6 +3,10 @@ package ort
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
+
+	rt "github.com/yalue/onnxruntime_go"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,6 +18,9 @@ import (
 // P90 whatever the unit).
 type Figure struct {
 	Median, P10, P90 float64
+	// All is the median over all runs, Best the fastest run's figure
+	// (the highest rate, the shortest time).
+	All, Best float64
 }
 
 // Spread is (P90 - P10) / Median: how much the runs disagree.
@@ -31,8 +38,9 @@ type Peak struct {
 	Threads          int
 	// FLOPS is the float32 FLOP/s of the fastest MatMul size (MatMulN ×
 	// MatMulN by MatMulN × MatMulN, 2N³ FLOPs a run).
-	FLOPS   Figure
-	MatMulN int
+	FLOPS       Figure
+	MatMulN     int
+	MatMulSizes []int // the sizes tried
 	// Bandwidth is bytes/s of an elementwise Add of two BandwidthBytes
 	// float32 tensors: reading both and writing the result, three times
 	// BandwidthBytes a run.
@@ -50,49 +58,95 @@ var (
 	peakSizes      = []int{512, 1024}
 	bandwidthElems = int64(16 << 20) // 64 MiB of float32 per tensor
 	overheadOps    = 64
+	peakRounds     = 5
 )
 
-// MeasurePeak times three models built here in ONNX Runtime at
-// o.Threads: MatMuls of a few sizes (FLOP/s, the best median), a large
-// Add (bytes/s) and a chain of tiny Adds (per-op overhead). Each runs
-// o.Warmup untimed and o.Runs timed runs (0: 3 and 30; the machine may be
-// shared, and the medians of many runs move less than one run does).
+// MeasurePeak times three kinds of model built here in ONNX Runtime at
+// o.Threads: MatMuls of a few sizes (FLOP/s, the best size), a large Add
+// (bytes/s) and a chain of tiny Adds (per-op overhead). Each gets
+// o.Warmup untimed runs (0 means 3), then peakRounds rounds in which
+// every benchmark runs o.Runs times (0 means 10), interleaved so that a
+// burst of other work on the machine hits all of them alike.
+//
+// A figure's Median is the median of its best round: on a shared machine
+// other processes only ever slow a run down, and the least disturbed
+// round's median is what repeats from one measurement to the next (the
+// median over all runs moves with the load). P10 and P90 span all runs.
 // Profile and KeepOptimized are ignored.
 func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 	if o.Warmup <= 0 {
 		o.Warmup = 3
 	}
 	if o.Runs <= 0 {
-		o.Runs = 30
+		o.Runs = 10
 	}
+	o = o.withDefaults()
 	o.Profile, o.KeepOptimized = false, false
-	p := Peak{MatMulN: 0, BandwidthBytes: bandwidthElems * 4, OverheadOps: overheadOps}
-	// rate turns run times into a rate of work per second: the slowest
-	// run is the lowest rate.
-	rate := func(r *Result, work float64) Figure {
-		return Figure{Median: work / (r.MedianMS / 1e3), P10: work / (r.P90MS / 1e3), P90: work / (r.P10MS / 1e3)}
+	type bench struct {
+		what   string
+		model  []byte
+		work   float64 // per run: FLOPs, bytes or ops
+		s      *session
+		rounds [][]float64
 	}
+	var benches []*bench
 	for _, n := range peakSizes {
-		r, err := Run(ctx, matMulModel(n), o)
-		if err != nil {
-			return Peak{}, fmt.Errorf("the %d×%d MatMul: %w", n, n, err)
+		benches = append(benches, &bench{what: fmt.Sprintf("the %d×%d MatMul", n, n), model: matMulModel(n), work: 2 * float64(n) * float64(n) * float64(n)})
+	}
+	benches = append(benches,
+		&bench{what: "the bandwidth Add", model: addModel(bandwidthElems), work: 3 * 4 * float64(bandwidthElems)},
+		&bench{what: "the overhead chain", model: chainModel(overheadOps), work: float64(overheadOps)})
+
+	mu.Lock()
+	defer mu.Unlock()
+	defer func() {
+		for _, b := range benches {
+			if b.s != nil {
+				b.s.close()
+			}
 		}
-		p.Version, p.Library, p.Threads = r.Version, r.Library, r.Threads
-		if f := rate(r, 2*float64(n)*float64(n)*float64(n)); f.Median > p.FLOPS.Median {
+	}()
+	for _, b := range benches {
+		var err error
+		if b.s, err = open(b.model, o); err != nil {
+			return Peak{}, fmt.Errorf("%s: %w", b.what, err)
+		}
+		if _, err := b.s.time(ctx, o.Warmup); err != nil {
+			return Peak{}, fmt.Errorf("%s: %w", b.what, err)
+		}
+	}
+	for range peakRounds {
+		for _, b := range benches {
+			t, err := b.s.time(ctx, o.Runs)
+			if err != nil {
+				return Peak{}, fmt.Errorf("%s: %w", b.what, err)
+			}
+			b.rounds = append(b.rounds, t)
+		}
+	}
+	// figure is the work per second of a benchmark's runs.
+	figure := func(b *bench) Figure {
+		var all []float64
+		best := math.Inf(1)
+		for _, r := range b.rounds {
+			all = append(all, r...)
+			best = min(best, Quantile(r, 0.5))
+		}
+		rate := func(ms float64) float64 { return b.work / (ms / 1e3) }
+		return Figure{Median: rate(best), P10: rate(Quantile(all, 0.9)), P90: rate(Quantile(all, 0.1)),
+			All: rate(Quantile(all, 0.5)), Best: rate(Quantile(all, 0))}
+	}
+	p := Peak{Version: rt.GetVersion(), Library: initLib, Threads: o.Threads, BandwidthBytes: bandwidthElems * 4, OverheadOps: overheadOps,
+		MatMulSizes: slices.Clone(peakSizes)}
+	for i, n := range peakSizes {
+		if f := figure(benches[i]); f.Median > p.FLOPS.Median {
 			p.FLOPS, p.MatMulN = f, n
 		}
 	}
-	r, err := Run(ctx, addModel(bandwidthElems), o)
-	if err != nil {
-		return Peak{}, fmt.Errorf("the bandwidth Add: %w", err)
-	}
-	p.Bandwidth = rate(r, 3*float64(p.BandwidthBytes))
-	r, err = Run(ctx, chainModel(overheadOps), o)
-	if err != nil {
-		return Peak{}, fmt.Errorf("the overhead chain: %w", err)
-	}
-	ops := float64(overheadOps)
-	p.Overhead = Figure{Median: r.MedianMS / 1e3 / ops, P10: r.P10MS / 1e3 / ops, P90: r.P90MS / 1e3 / ops}
+	p.Bandwidth = figure(benches[len(peakSizes)])
+	// The overhead is a time: seconds per op, the inverse of the rate.
+	ops := figure(benches[len(peakSizes)+1])
+	p.Overhead = Figure{Median: 1 / ops.Median, P10: 1 / ops.P90, P90: 1 / ops.P10, All: 1 / ops.All, Best: 1 / ops.Best}
 	return p, nil
 }
 
