@@ -24,6 +24,7 @@ import (
 	"time"
 
 	rt "github.com/yalue/onnxruntime_go"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/opplace/opplace/onnx"
@@ -251,8 +252,16 @@ func open(model []byte, o Options) (_ *session, err error) {
 		}
 	}
 	if o.KeepOptimized {
-		if err := s.so.SetOptimizedModelFilePath(s.optPath); err != nil {
-			return nil, err
+		// Weights of the optimized model go to a file of their own, so the
+		// model file stays small and StripWeights need not read them.
+		for _, err := range []error{
+			s.so.SetOptimizedModelFilePath(s.optPath),
+			s.so.AddSessionConfigEntry("session.optimized_model_external_initializers_file_name", "optimized.weights"),
+			s.so.AddSessionConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", "16384"),
+		} {
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.Profile {
@@ -346,13 +355,9 @@ type input struct {
 // initializers) and the outputs of a serialized model. Every input must
 // have a fixed shape.
 func signature(model []byte) ([]input, []string, error) {
-	mp := &onnxpb.ModelProto{}
-	if err := proto.Unmarshal(model, mp); err != nil {
-		return nil, nil, fmt.Errorf("not an ONNX model (protobuf decoding failed: %v)", err)
-	}
-	g := mp.GetGraph()
-	if g == nil {
-		return nil, nil, errors.New("not an ONNX model (no graph)")
+	g, err := graphShell(model)
+	if err != nil {
+		return nil, nil, err
 	}
 	inits := map[string]bool{}
 	for _, t := range g.GetInitializer() {
@@ -385,6 +390,97 @@ func signature(model []byte) ([]input, []string, error) {
 		return nil, nil, errors.New("the model has no inputs to feed or no outputs")
 	}
 	return ins, outs, nil
+}
+
+// graphShell decodes the main graph's inputs, outputs and initializer
+// names from a serialized model, skipping the rest: a model's weights can
+// be gigabytes, which a full decode would copy.
+func graphShell(model []byte) (*onnxpb.GraphProto, error) {
+	bad := func(what string) (*onnxpb.GraphProto, error) {
+		return nil, fmt.Errorf("not an ONNX model (protobuf decoding failed: %s)", what)
+	}
+	var graph []byte
+	for b := model; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return bad("bad tag")
+		}
+		b = b[n:]
+		if num == 7 && typ == protowire.BytesType { // ModelProto.graph
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return bad("bad graph")
+			}
+			graph = v
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return bad("bad field")
+		}
+		b = b[m:]
+	}
+	if graph == nil {
+		return nil, errors.New("not an ONNX model (no graph)")
+	}
+	g := &onnxpb.GraphProto{}
+	for b := graph; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return bad("bad tag in the graph")
+		}
+		b = b[n:]
+		if typ != protowire.BytesType || (num != 5 && num != 11 && num != 12) {
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return bad("bad field in the graph")
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return bad("bad field in the graph")
+		}
+		b = b[m:]
+		switch num {
+		case 5: // initializer: its name (TensorProto field 8) only
+			t := &onnxpb.TensorProto{}
+			for tb := v; len(tb) > 0; {
+				tn, tt, k := protowire.ConsumeTag(tb)
+				if k < 0 {
+					return bad("bad initializer")
+				}
+				tb = tb[k:]
+				if tn == 8 && tt == protowire.BytesType {
+					name, k := protowire.ConsumeBytes(tb)
+					if k < 0 {
+						return bad("bad initializer")
+					}
+					t.Name = proto.String(string(name))
+					tb = tb[k:]
+					continue
+				}
+				if k = protowire.ConsumeFieldValue(tn, tt, tb); k < 0 {
+					return bad("bad initializer")
+				}
+				tb = tb[k:]
+			}
+			g.Initializer = append(g.Initializer, t)
+		case 11, 12:
+			vi := &onnxpb.ValueInfoProto{}
+			if err := proto.Unmarshal(v, vi); err != nil {
+				return bad(err.Error())
+			}
+			if num == 11 {
+				g.Input = append(g.Input, vi)
+			} else {
+				g.Output = append(g.Output, vi)
+			}
+		}
+	}
+	return g, nil
 }
 
 // makeInputs builds a tensor per input: floats normal (seeded),
