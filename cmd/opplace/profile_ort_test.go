@@ -32,7 +32,7 @@ func TestProfileONNXRuntime(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"in ONNX Runtime 1.", "intra-op threads: 2", "peak at threads 2:", "trace: "} {
+	for _, want := range []string{"in ONNX Runtime 1.", "intra-op threads: 2", "peak at threads 2 ", "trace: "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout)
 		}
