@@ -228,6 +228,19 @@ func TestStripWeights(t *testing.T) {
 	}
 }
 
+// TestRunnableTooBig refuses gpt2_xl (1.6G float32 parameters, 6.5 GB)
+// before drawing any weight.
+func TestRunnableTooBig(t *testing.T) {
+	data, err := os.ReadFile(modelPath("gpt2_xl"))
+	if err != nil {
+		t.Skip(err)
+	}
+	_, err = Runnable(data, RunnableOptions{Options: Options{Dims: map[string]int64{"batch": 1}}})
+	if err == nil || !strings.Contains(err.Error(), "would be 6.") || !strings.Contains(err.Error(), "use a smaller model") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 // TestRunnableResNet50 fills a shared model's 25.5M stripped parameters.
 func TestRunnableResNet50(t *testing.T) {
 	data, err := os.ReadFile(modelPath("resnet50"))

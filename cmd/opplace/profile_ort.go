@@ -64,6 +64,10 @@ func profileONNXRuntime(ctx context.Context, w io.Writer, modelPath string, g *g
 		return nil, fmt.Errorf("measuring the CPU's peak in ONNX Runtime: %w", err)
 	}
 	cpu := ort.Machine()
+	if cpu.LoadAverage >= float64(cpu.LogicalCores) {
+		fmt.Fprintf(w, "warning: the machine is busy (load average %.1f on %d logical cores): other processes slow the runs, so the times and the peak can move by tens of per cent between measurements; measure on an idle machine\n",
+			cpu.LoadAverage, cpu.LogicalCores)
+	}
 	dt := profile.DeviceType{
 		Name:            dtName,
 		Description:     fmt.Sprintf("%s; ONNX Runtime %s, threads: %d", cpu.Description(), res.Version, res.Threads),
@@ -101,8 +105,8 @@ func ortClusterSource(r *ortProfile) string {
 	pk := r.peak
 	return fmt.Sprintf(`# peak_flops is the best of %v float32 MatMuls, memory_bandwidth an Add of
 # %d MiB tensors (read + write), launch_overhead a chain of %d one-element
-# Adds; each the fastest of %d runs (the machine's undisturbed figure:
-# other processes only slow runs down).
+# Adds; each the fastest of its runs (%d runs in all; the machine's
+# undisturbed figure: other processes only slow runs down).
 # Source: ONNX Runtime %s, intra-op threads: %d (%s).`,
 		pk.MatMulSizes, pk.BandwidthBytes>>20, pk.OverheadOps, pk.Runs, pk.Version, pk.Threads, pk.Library)
 }

@@ -33,6 +33,10 @@ type CPUInfo struct {
 	// clock × lanes × 2 (a multiply and an add per FMA) × FMAUnits; 0
 	// when the clock is unknown.
 	PeakPerThread float64
+	// LoadAverage is the 1-minute load average (/proc/loadavg) when
+	// Machine was called; a load at or above LogicalCores means other
+	// processes compete for the CPU and timings move between runs.
+	LoadAverage float64
 }
 
 // Description is a one-line summary, "Intel(R) Xeon(R) ... (2 logical
@@ -59,7 +63,13 @@ func (c CPUInfo) Description() string {
 // runtime.
 func Machine() CPUInfo {
 	data, _ := os.ReadFile("/proc/cpuinfo")
-	return ParseCPUInfo(string(data), runtime.NumCPU())
+	c := ParseCPUInfo(string(data), runtime.NumCPU())
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(load)); len(f) > 0 {
+			c.LoadAverage, _ = strconv.ParseFloat(f[0], 64)
+		}
+	}
+	return c
 }
 
 // ParseCPUInfo describes a CPU from the text of /proc/cpuinfo (x86 or

@@ -155,10 +155,9 @@ func TestRunResNet50(t *testing.T) {
 
 func TestMeasurePeak(t *testing.T) {
 	lib := library(t)
-	old := peakSizes
-	oldB := bandwidthElems
-	peakSizes, bandwidthElems = []int{128}, 1<<16
-	defer func() { peakSizes, bandwidthElems = old, oldB }()
+	old, oldB, oldT := peakSizes, bandwidthElems, peakRoundTime
+	peakSizes, bandwidthElems, peakRoundTime = []int{128}, 1<<16, 0
+	defer func() { peakSizes, bandwidthElems, peakRoundTime = old, oldB, oldT }()
 	p, err := MeasurePeak(context.Background(), Options{Library: lib, Warmup: 1, Runs: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +167,7 @@ func TestMeasurePeak(t *testing.T) {
 			t.Errorf("%s: %+v", name, f)
 		}
 	}
-	if p.MatMulN != 128 || p.Threads != 1 || p.Version == "" {
+	if p.MatMulN != 128 || p.Threads != 1 || p.Version == "" || p.Runs != 3*peakRounds*5 {
 		t.Errorf("%+v", p)
 	}
 }

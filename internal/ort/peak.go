@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	rt "github.com/yalue/onnxruntime_go"
 
@@ -56,7 +57,7 @@ type Peak struct {
 	// spread over them.
 	Overhead    Figure
 	OverheadOps int
-	// Runs is each benchmark's timed run count.
+	// Runs is the benchmarks' timed run count, all together.
 	Runs int
 }
 
@@ -66,15 +67,17 @@ var (
 	bandwidthElems = int64(16 << 20) // 64 MiB of float32 per tensor
 	overheadOps    = 64
 	peakRounds     = 5
+	peakRoundTime  = 200 * time.Millisecond
 )
 
 // MeasurePeak times three kinds of model built here in ONNX Runtime at
 // o.Threads: MatMuls of a few sizes (FLOP/s of the size with the best
 // Best), a large Add (bytes/s) and a chain of tiny Adds (per-op
 // overhead). Each gets o.Warmup untimed runs (0 means 3), then
-// peakRounds rounds in which every benchmark runs o.Runs times (0 means
-// 10), interleaved so that a burst of other work on the machine hits all
-// of them alike. Profile and KeepOptimized are ignored.
+// peakRounds rounds in which every benchmark runs at least o.Runs times
+// (0 means 10) and for at least peakRoundTime, interleaved so that a
+// burst of other work on the machine hits all of them alike. Profile and
+// KeepOptimized are ignored.
 func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 	if o.Warmup <= 0 {
 		o.Warmup = 3
@@ -117,13 +120,21 @@ func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 			return Peak{}, fmt.Errorf("%s: %w", b.what, err)
 		}
 	}
+	runs := 0
 	for range peakRounds {
 		for _, b := range benches {
-			t, err := b.s.time(ctx, o.Runs)
-			if err != nil {
-				return Peak{}, fmt.Errorf("%s: %w", b.what, err)
+			// At least o.Runs runs and peakRoundTime: short benchmarks
+			// get more runs, and so more chances of one undisturbed.
+			var round []float64
+			for start := time.Now(); len(round) < o.Runs || time.Since(start) < peakRoundTime; {
+				t, err := b.s.time(ctx, 1)
+				if err != nil {
+					return Peak{}, fmt.Errorf("%s: %w", b.what, err)
+				}
+				round = append(round, t...)
 			}
-			b.rounds = append(b.rounds, t)
+			b.rounds = append(b.rounds, round)
+			runs += len(round)
 		}
 	}
 	// figure is the work per second of a benchmark's runs.
@@ -136,7 +147,7 @@ func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 		return Figure{Median: rate(Quantile(all, 0.5)), P10: rate(Quantile(all, 0.9)), P90: rate(Quantile(all, 0.1)), Best: rate(Quantile(all, 0))}
 	}
 	p := Peak{Version: rt.GetVersion(), Library: initLib, Threads: o.Threads, BandwidthBytes: bandwidthElems * 4, OverheadOps: overheadOps,
-		MatMulSizes: slices.Clone(peakSizes), Runs: peakRounds * o.Runs}
+		MatMulSizes: slices.Clone(peakSizes), Runs: runs}
 	for i, n := range peakSizes {
 		if f := figure(benches[i]); f.Best > p.FLOPS.Best {
 			p.FLOPS, p.MatMulN = f, n
