@@ -9,6 +9,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/wamuir/graft v0.7.0
+	github.com/yalue/onnxruntime_go v1.27.0
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/term v0.44.0
 	gonum.org/v1/gonum v0.17.0

@@ -49,6 +49,25 @@ type Profile struct {
 	Unsupported []Unsupported `json:"unsupported,omitempty"`
 	// Unmatched lists trace node names that match no graph op.
 	Unmatched []string `json:"unmatched,omitempty"`
+	// Runtime says which runtime ran the whole model for the profile
+	// (opplace profile --runtime onnxruntime), nil when unknown.
+	Runtime *RuntimeInfo `json:"runtime,omitempty"`
+}
+
+// RuntimeInfo is the runtime a profile's times come from and its
+// whole-model run times.
+type RuntimeInfo struct {
+	Name    string `json:"name"` // "onnxruntime"
+	Version string `json:"version,omitempty"`
+	// Library is the shared library that was loaded.
+	Library string `json:"library,omitempty"`
+	Threads int    `json:"threads,omitempty"`
+	// ModelMedianMS, ModelP10MS and ModelP90MS summarise the whole
+	// model's timed runs (wall clock around one inference).
+	ModelMedianMS float64 `json:"model_median_ms"`
+	ModelP10MS    float64 `json:"model_p10_ms"`
+	ModelP90MS    float64 `json:"model_p90_ms"`
+	Runs          int     `json:"runs"`
 }
 
 // DeviceType is the roofline of the device type measurements were taken

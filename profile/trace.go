@@ -406,7 +406,7 @@ func mapKernel(g *graph.Graph, m *ortMap, k *traceKernel, indices []int) *target
 func importWarnings(res *ImportResult, source string, optimized bool) []string {
 	var w []string
 	if source == SourceORT && !optimized {
-		w = append(w, fmt.Sprintf("ONNX Runtime kernels mapped by name only: a fused kernel's time goes to one op, %d kernels (%.1f%% of the time) matched none, %d ops have no time; the optimized model the session writes (SessionOptions.optimized_model_filepath; --optimized-model FILE) maps fused and renamed kernels to every op they compute",
+		w = append(w, fmt.Sprintf("ONNX Runtime kernels mapped by name only: a fused kernel's time goes to one op, %d kernels (%.1f%% of the time) matched none, %d ops have no time; importing it with the optimized model the session writes (SessionOptions.optimized_model_filepath) maps fused and renamed kernels to every op they compute",
 			len(res.Unmapped), 100*(1-res.MatchedShare), res.Unmeasured))
 	}
 	if res.TraceMS <= 0 || res.MatchedShare >= MinMatchedShare {
@@ -436,7 +436,7 @@ func importWarnings(res *ImportResult, source string, optimized bool) []string {
 	why := "kernels map to no op of the model"
 	switch {
 	case source == SourceORT && !optimized:
-		why = "ONNX Runtime fused and renamed nodes, and without the optimized model (--optimized-model, written with SessionOptions.optimized_model_filepath) only names are matched"
+		why = "ONNX Runtime fused and renamed nodes, and without the optimized model the session writes (SessionOptions.optimized_model_filepath) only names are matched"
 	case source == SourceORT:
 		why = "these kernels' tensors are not the model's (is the optimized model from the same session and optimisation level?)"
 	case source == SourceChrome:

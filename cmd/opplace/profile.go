@@ -35,6 +35,12 @@ type profileFlags struct {
 	runs       int
 	warmup     int
 	maxTime    time.Duration
+	// --runtime onnxruntime
+	runtime       string
+	threads       int
+	ortLib        string
+	keepTrace     string
+	keepOptimized string
 }
 
 func init() { commands = append(commands, newProfileCmd) }
@@ -78,7 +84,20 @@ model's ops by type and order (profile the module the model was exported
 from). The summary gives the share of the trace's kernel time that mapped;
 below 80% a warning says which kernels did not.
 
-Either way the roofline is calibrated to the measurements (per op family:
+With --runtime onnxruntime the whole model runs in ONNX Runtime (its
+shared library, loaded at run time: --onnxruntime-lib, $OPPLACE_ONNXRUNTIME,
+or npm install onnxruntime-node@1.30.0 --ignore-scripts in this directory)
+at --threads intra-op threads, its weights made up (random, seeded) where the
+file has none: warm-up runs, then timed runs with ONNX Runtime's profiler
+on; the trace maps through the optimized model the session wrote, as above.
+The profile keeps the per-op times of the timed runs and, under "runtime",
+the whole model's median, p10 and p90. The roofline (peak FLOP/s from
+MatMuls, bandwidth from a large Add, per-op overhead from a chain of tiny
+Adds) is measured in ONNX Runtime at the same thread count. --keep-trace and
+--keep-optimized save the raw trace and the optimized model (weights
+stripped).
+
+Every way, the roofline is calibrated to the measurements (per op family:
 achieved fraction of peak FLOP/s and bandwidth plus a fixed overhead, fitted by
 least squares) and --report prints the error before and after. --from FILE
 re-reads a profile instead of measuring.
@@ -87,6 +106,10 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 		Example: `  # Measure ResNet-50 at batch 1 on this CPU, with a cluster file for it
   opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
       --out resnet50.cpu.json --cluster-out cpu.yaml --report
+
+  # The same in ONNX Runtime at 2 threads, keeping its trace
+  opplace profile testdata/models/bert_base.onnx --dim batch=1 --runtime onnxruntime \
+      --threads 2 --out bert.ort.json --keep-trace bert.trace.json --cluster-out cpu-ort.yaml
 
   # Import an ONNX Runtime profile taken on a V100
   opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
@@ -117,9 +140,14 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVarP(&f.out, "out", "o", "", "write the profile to this file (default stdout)")
 	fl.StringVar(&f.clusterOut, "cluster-out", "", "write a one-device cluster file of the measured CPU")
 	fl.BoolVar(&f.report, "report", false, "print measured vs predicted error before and after calibration, and the whole-graph check")
-	fl.IntVar(&f.runs, "runs", 10, "timed runs per distinct op (fewer for ops slower than 250ms; at least 3)")
-	fl.IntVar(&f.warmup, "warmup", 2, "untimed warm-up runs per distinct op")
+	fl.IntVar(&f.runs, "runs", 10, "timed runs per distinct op (fewer for ops slower than 250ms; at least 3), or of the whole model with --runtime onnxruntime")
+	fl.IntVar(&f.warmup, "warmup", 2, "untimed warm-up runs per distinct op, or of the whole model with --runtime onnxruntime")
 	fl.DurationVar(&f.maxTime, "max-time", 0, "stop measuring after this long (e.g. 60s); ops not reached keep the model's estimate")
+	fl.StringVar(&f.runtime, "runtime", runtimeGorgonia, "what measures: gorgonia (each distinct op, pure-Go kernels) or onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler)")
+	fl.IntVar(&f.threads, "threads", 1, "intra-op threads for --runtime onnxruntime (the peak is measured at the same count)")
+	fl.StringVar(&f.ortLib, "onnxruntime-lib", "", "ONNX Runtime shared library (default $OPPLACE_ONNXRUNTIME, ./node_modules/onnxruntime-node, .cache/onnxruntime-node, /usr/lib, /usr/local/lib)")
+	fl.StringVar(&f.keepTrace, "keep-trace", "", "with --runtime onnxruntime, save ONNX Runtime's profiling JSON of the timed runs here")
+	fl.StringVar(&f.keepOptimized, "keep-optimized", "", "with --runtime onnxruntime, save the model as ONNX Runtime optimized it (large weights stripped) here")
 	return cmd
 }
 
@@ -147,11 +175,22 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--runs must be at least 1, --warmup and --max-time non-negative")}
 	case f.clusterOut != "" && (f.importFile != "" || f.from != ""):
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
+	case f.runtime != runtimeGorgonia && f.runtime != runtimeONNXRuntime:
+		return usageError{fmt.Errorf("--runtime %q: want gorgonia or onnxruntime", f.runtime)}
+	case f.runtime == runtimeONNXRuntime && sources > 0:
+		return usageError{errors.New("--runtime onnxruntime measures; it excludes --import and --from")}
+	case f.runtime != runtimeONNXRuntime && (f.keepTrace != "" || f.keepOptimized != "" || f.ortLib != "" || f.threads != 1):
+		return usageError{errors.New("--threads, --onnxruntime-lib, --keep-trace and --keep-optimized need --runtime onnxruntime")}
+	case f.runtime == runtimeONNXRuntime && f.maxTime > 0:
+		return usageError{errors.New("--max-time bounds gorgonia's per-op measurement; --runtime onnxruntime runs the whole model --warmup + --runs times")}
+	case f.threads < 1:
+		return usageError{fmt.Errorf("--threads %d: must be at least 1", f.threads)}
 	}
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
 		{What: "the optimized model", Path: f.optimized},
 		{What: "the profile", Path: f.from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
-	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
+	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut},
+		output.File{What: "--keep-trace", Path: f.keepTrace}, output.File{What: "--keep-optimized", Path: f.keepOptimized}); err != nil {
 		return err
 	}
 	m, err := loadModel(modelPath, importOpts)
@@ -166,8 +205,17 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	}
 
 	var p *profile.Profile
+	var ortRes *ortProfile
 	dtName := f.deviceType
 	switch {
+	case f.runtime == runtimeONNXRuntime:
+		if dtName == "" {
+			dtName = profile.DefaultCPUType
+		}
+		if ortRes, err = profileONNXRuntime(cmd.Context(), summary, stderr, modelPath, g, importOpts, f, dtName); err != nil {
+			return err
+		}
+		p = ortRes.profile
 	case f.from != "":
 		if p, err = profile.Load(f.from); err != nil {
 			return &pipeline.InputError{Err: err}
@@ -195,19 +243,9 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			return &pipeline.InputError{Err: err}
 		}
 		p = res.Profile
-		fmt.Fprintf(summary, "imported %s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
-			f.importFile, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
-		fmt.Fprintf(summary, "matched %.1f%% of the trace's kernel time (%.3f of %.3f ms per run over %d runs; layout kernels %.3f ms)",
-			100*res.MatchedShare, res.MatchedMS, res.TraceMS, res.Runs, res.LayoutMS)
-		if res.RunMS > 0 {
-			fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
-		}
-		fmt.Fprintln(summary)
-		if n := len(p.Unmatched); n > 0 {
-			fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
-		}
-		for _, w := range res.Warnings {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
+		printImport(summary, stderr, "imported "+f.importFile, res)
+		if p.Source == profile.SourceORT && f.optimized == "" && len(res.Warnings) > 0 {
+			fmt.Fprintln(stderr, "hint: give the optimized model that session wrote with --optimized-model FILE")
 		}
 	default:
 		if dtName == "" {
@@ -252,8 +290,14 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if out == "" {
 		out = "/dev/stdout"
 	}
+	source := gorgoniaClusterSource
+	var trace, optimized []byte
+	if ortRes != nil {
+		source, trace, optimized = ortClusterSource(ortRes), ortRes.trace, ortRes.optimized
+	}
 	return run.Commit(output.File{What: "--out", Path: out, Write: p.Write},
-		output.File{What: "--cluster-out", Path: f.clusterOut, Write: func(w io.Writer) error { return writeCPUCluster(w, dt) }})
+		output.File{What: "--cluster-out", Path: f.clusterOut, Write: func(w io.Writer) error { return writeCPUCluster(w, dt, source) }},
+		output.Bytes("--keep-trace", f.keepTrace, trace), output.Bytes("--keep-optimized", f.keepOptimized, optimized))
 }
 
 // traceDeviceType finds the roofline of the device an imported trace ran
@@ -400,13 +444,16 @@ func simulateOne(g *graph.Graph, c *cluster.Cluster, m cost.Model) float64 {
 	return s
 }
 
-// writeCPUCluster writes a one-host, one-device cluster file of the
-// measured CPU.
-func writeCPUCluster(w io.Writer, dt *profile.DeviceType) error {
-	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
-# peak_flops is a 512x512 float32 GEMM through gorgonia (gonum BLAS),
+// gorgoniaClusterSource says how the gorgonia path measured the CPU.
+const gorgoniaClusterSource = `# peak_flops is a 512x512 float32 GEMM through gorgonia (gonum BLAS),
 # memory_bandwidth a 64 MiB copy (read + write), launch_overhead the median
-# run of a one-element op.
+# run of a one-element op.`
+
+// writeCPUCluster writes a one-host, one-device cluster file of the
+// measured CPU; source is comment lines saying how it was measured.
+func writeCPUCluster(w io.Writer, dt *profile.DeviceType, source string) error {
+	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
+%s
 name: %s
 device_types:
   - name: %s
@@ -419,7 +466,7 @@ hosts:
     intra: {kind: memory, bandwidth: %gB/s, latency: 0us}
 devices:
   - {name: cpu0, type: %s, host: local}
-`, dt.Description, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), dt.MemoryBandwidth, dt.Name)
+`, dt.Description, source, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), dt.MemoryBandwidth, dt.Name)
 	return err
 }
 
@@ -454,4 +501,24 @@ func printFusion(w io.Writer, r *pipeline.FusionReport) {
 		fmt.Fprintf(w, ", %s merged %d", p.Pass, p.Merged)
 	}
 	fmt.Fprintln(w)
+}
+
+// printImport says how much of a trace mapped to the model's ops, and
+// its warnings on stderr.
+func printImport(summary, stderr io.Writer, what string, res *profile.ImportResult) {
+	p := res.Profile
+	fmt.Fprintf(summary, "%s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
+		what, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
+	fmt.Fprintf(summary, "matched %.1f%% of the trace's kernel time (%.3f of %.3f ms per run over %d runs; layout kernels %.3f ms)",
+		100*res.MatchedShare, res.MatchedMS, res.TraceMS, res.Runs, res.LayoutMS)
+	if res.RunMS > 0 {
+		fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
+	}
+	fmt.Fprintln(summary)
+	if n := len(p.Unmatched); n > 0 {
+		fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 }
