@@ -131,7 +131,7 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 	for node, d := range durs {
 		id, _ := g.OpByName(node)
 		p.Ops = append(p.Ops, Measurement{
-			Name: node, Key: OpKey(g, id), Type: g.Ops[id].Type, Shapes: Shapes(g, id), DeviceType: dt.Name,
+			Name: node, Key: OpKey(g, id), Type: g.Ops[id].Type, Shapes: Shapes(g, id), DeviceType: dt.Name, Threads: dt.Threads,
 			MedianMS: round6(median(d)), P10MS: round6(quantile(d, 0.1)), P90MS: round6(quantile(d, 0.9)), Runs: len(d),
 		})
 	}
@@ -143,6 +143,7 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 			res.Unmeasured++
 		}
 	}
+	FillFeatures(p, g)
 	p.Sort()
 	res.Profile = p
 	return res, nil
