@@ -84,3 +84,39 @@ func TestHeldOut(t *testing.T) {
 	}
 	fmt.Printf("%-14s %-10s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", "MEDIAN", "whole", 100*median(whole[0]), 100*median(whole[1]), 100*median(whole[2]), 100*median(whole[3]), 100*median(whole[4]))
 }
+
+func TestPairs(t *testing.T) {
+	dir := os.Getenv("OPPLACE_CALIB_PROFILES")
+	if dir == "" {
+		t.Skip("OPPLACE_CALIB_PROFILES not set")
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var ps []*Profile
+	for _, p := range paths {
+		pr, _ := Load(p)
+		pr.Model = strings.TrimSuffix(filepath.Base(p), ".json")
+		ps = append(ps, pr)
+	}
+	for i := range ps {
+		for j := i + 1; j < len(ps); j++ {
+			for h := range ps {
+				if h == i || h == j {
+					continue
+				}
+				a, b, hp := ps[i], ps[j], ps[h]
+				ca, _ := CalibratePooled([]*Profile{a}, "local-cpu", 0)
+				cb, _ := CalibratePooled([]*Profile{b}, "local-cpu", 0)
+				cp, _ := CalibratePooled([]*Profile{a, b}, "local-cpu", 0)
+				ea := CheckCalibration(ca, &a.DeviceTypes[0], hp)
+				eb := CheckCalibration(cb, &b.DeviceTypes[0], hp)
+				ep := CheckCalibration(cp, &a.DeviceTypes[0], hp)
+				mark := ""
+				if ep.Ops.MedianRelErr < min(ea.Ops.MedianRelErr, eb.Ops.MedianRelErr) && ep.WholeRelErr < min(ea.WholeRelErr, eb.WholeRelErr) {
+					mark = "  <== both"
+				}
+				fmt.Printf("%s+%s -> %s: whole %.1f %.1f pool %.1f | ops %.1f %.1f pool %.1f%s\n", a.Model, b.Model, hp.Model,
+					100*ea.WholeRelErr, 100*eb.WholeRelErr, 100*ep.WholeRelErr, 100*ea.Ops.MedianRelErr, 100*eb.Ops.MedianRelErr, 100*ep.Ops.MedianRelErr, mark)
+			}
+		}
+	}
+}

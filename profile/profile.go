@@ -121,8 +121,11 @@ type Measurement struct {
 // (every kernel-launching op moves some bytes).
 func (m *Measurement) HasFeatures() bool { return m.Bytes > 0 }
 
-// SetFeatures records op id's features in m.
+// SetFeatures records op id's features in m (and its type, if m has none).
 func (m *Measurement) SetFeatures(g *graph.Graph, id graph.OpID) {
+	if m.Type == "" {
+		m.Type = g.Ops[id].Type
+	}
 	m.FLOPs = g.Ops[id].Work.FLOPs
 	m.Bytes = cost.BytesMoved(g, id)
 	m.WorkingSet = WorkingSet(g, id)
