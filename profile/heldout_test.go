@@ -11,7 +11,11 @@ import (
 
 // TestHeldOut is the transfer experiment of issue 19, run on real
 // profiles when OPPLACE_CALIB_PROFILES names a folder of them (one
-// device type, with features): for each profile, calibrate on the others
+// device type, with features), e.g.
+//
+//	OPPLACE_CALIB_PROFILES=/tmp/profiles go test ./profile/ -run TestHeldOut -v
+//
+// : for each profile, calibrate on the others
 // and price its measurements; print per-family and whole-model errors of
 // the roofline, the old flat per-family fit (on one other model, the
 // median over them, and pooled) and the shape fit (same).
@@ -83,40 +87,4 @@ func TestHeldOut(t *testing.T) {
 		}
 	}
 	fmt.Printf("%-14s %-10s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", "MEDIAN", "whole", 100*median(whole[0]), 100*median(whole[1]), 100*median(whole[2]), 100*median(whole[3]), 100*median(whole[4]))
-}
-
-func TestPairs(t *testing.T) {
-	dir := os.Getenv("OPPLACE_CALIB_PROFILES")
-	if dir == "" {
-		t.Skip("OPPLACE_CALIB_PROFILES not set")
-	}
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	var ps []*Profile
-	for _, p := range paths {
-		pr, _ := Load(p)
-		pr.Model = strings.TrimSuffix(filepath.Base(p), ".json")
-		ps = append(ps, pr)
-	}
-	for i := range ps {
-		for j := i + 1; j < len(ps); j++ {
-			for h := range ps {
-				if h == i || h == j {
-					continue
-				}
-				a, b, hp := ps[i], ps[j], ps[h]
-				ca, _ := CalibratePooled([]*Profile{a}, "local-cpu", 0)
-				cb, _ := CalibratePooled([]*Profile{b}, "local-cpu", 0)
-				cp, _ := CalibratePooled([]*Profile{a, b}, "local-cpu", 0)
-				ea := CheckCalibration(ca, &a.DeviceTypes[0], hp)
-				eb := CheckCalibration(cb, &b.DeviceTypes[0], hp)
-				ep := CheckCalibration(cp, &a.DeviceTypes[0], hp)
-				mark := ""
-				if ep.Ops.MedianRelErr < min(ea.Ops.MedianRelErr, eb.Ops.MedianRelErr) && ep.WholeRelErr < min(ea.WholeRelErr, eb.WholeRelErr) {
-					mark = "  <== both"
-				}
-				fmt.Printf("%s+%s -> %s: whole %.1f %.1f pool %.1f | ops %.1f %.1f pool %.1f%s\n", a.Model, b.Model, hp.Model,
-					100*ea.WholeRelErr, 100*eb.WholeRelErr, 100*ep.WholeRelErr, 100*ea.Ops.MedianRelErr, 100*eb.Ops.MedianRelErr, 100*ep.Ops.MedianRelErr, mark)
-			}
-		}
-	}
 }
