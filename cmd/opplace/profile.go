@@ -91,7 +91,8 @@ model's profile with the pooled calibration (per family and whole model).
 --threads N records the thread count the times were measured at on the device
 type (cluster files' threads:); a profile may hold one device type at several
 thread counts (pool them with --from) and plan --profile uses the entry of the
-cluster device type's threads.
+cluster device type's threads. gorgonia runs on GOMAXPROCS threads: measure
+one thread with GOMAXPROCS=1 opplace profile MODEL --threads 1.
 
 Without --out the profile goes to stdout (and the summary to stderr).`,
 		Example: `  # Measure ResNet-50 at batch 1 on this CPU, with a cluster file for it
@@ -435,6 +436,10 @@ func simulateOne(g *graph.Graph, c *cluster.Cluster, m cost.Model) float64 {
 // writeCPUCluster writes a one-host, one-device cluster file of the
 // measured CPU.
 func writeCPUCluster(w io.Writer, dt *profile.DeviceType) error {
+	threads := ""
+	if dt.Threads > 0 {
+		threads = fmt.Sprintf("\n    threads: %d", dt.Threads)
+	}
 	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
 # peak_flops is a 512x512 float32 GEMM through gorgonia (gonum BLAS),
 # memory_bandwidth a 64 MiB copy (read + write), launch_overhead the median
@@ -445,13 +450,13 @@ device_types:
     peak_flops: {float32: %g}
     memory_bandwidth: %gB/s
     launch_overhead: %gus
-    memory: %dB
+    memory: %dB%s
 hosts:
   - name: local
     intra: {kind: memory, bandwidth: %gB/s, latency: 0us}
 devices:
   - {name: cpu0, type: %s, host: local}
-`, dt.Description, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), dt.MemoryBandwidth, dt.Name)
+`, dt.Description, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), threads, dt.MemoryBandwidth, dt.Name)
 	return err
 }
 
