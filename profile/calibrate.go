@@ -165,6 +165,11 @@ func Samples(p *Profile, g *graph.Graph, dt *DeviceType) []Sample {
 	})
 }
 
+// SamplesOf collects the samples of device type entry dt (its name and
+// threads) from the measurements of ps that carry features, one per
+// distinct key, priced on dt.
+func SamplesOf(ps []*Profile, dt *DeviceType) []Sample { return collect(ps, dt, nil) }
+
 // collect gathers the samples of device type dt's measurements (by
 // name and threads) in ps that carry features and pass keep (nil: all),
 // one per distinct key, with the features priced on ref.
@@ -241,8 +246,8 @@ func Calibrate(p *Profile, g *graph.Graph, dtName string) (*Calibration, error) 
 }
 
 // CalibratePooled fits one calibration of device type dtName at threads
-// threads (0: each profile's first entry of that name) to the
-// measurements of every profile in ps, whatever models they measured:
+// threads (the entries of exactly that count; 0: those that do not state
+// one) to the measurements of every profile in ps, whatever models they measured:
 // the fit needs only each measurement's features (FLOPs, bytes, working
 // set), which profiles record since features were added. A profile with
 // measurements of that device type but without features is an error
@@ -254,7 +259,7 @@ func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, e
 	var use []*Profile
 	var models []string
 	for i, p := range ps {
-		d := p.DeviceTypeAt(dtName, threads)
+		d := p.entry(dtName, threads)
 		if d == nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -236,3 +237,47 @@ func TestModelThreads(t *testing.T) {
 }
 
 var _ = graph.Float32
+
+// Profiles of one device type at two thread counts pool into one profile
+// with an entry per count, each calibrated on its own measurements.
+func TestPooledThreads(t *testing.T) {
+	two := loadProfile(t, "bert_base_b1_gorgonia_cpu.json")
+	one := loadProfile(t, "bert_base_b1_gorgonia_cpu.json")
+	for _, p := range []*profile.Profile{one, two} {
+		th := 2
+		if p == one {
+			th = 1
+		}
+		p.DeviceTypes[0].Threads = th
+		for i := range p.Ops {
+			p.Ops[i].Threads = th
+			if th == 1 {
+				p.Ops[i].MedianMS *= 1.5 // one thread: everything 1.5x slower
+			}
+		}
+	}
+	m := profile.Merge([]*profile.Profile{one, two})
+	if len(m.DeviceTypes) != 2 || m.DeviceTypeAt(profile.DefaultCPUType, 1) == nil || m.DeviceTypeAt(profile.DefaultCPUType, 2) == nil {
+		t.Fatalf("merged device types %+v", m.DeviceTypes)
+	}
+	c1, err := profile.CalibratePooled([]*profile.Profile{m}, profile.DefaultCPUType, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := profile.CalibratePooled([]*profile.Profile{m}, profile.DefaultCPUType, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := profile.CalibratePooled([]*profile.Profile{m}, profile.DefaultCPUType, 4); err == nil || !strings.Contains(err.Error(), "at 4 threads") {
+		t.Errorf("no 4-thread entry: %v", err)
+	}
+	dt := m.DeviceTypeAt(profile.DefaultCPUType, 2)
+	var ratios []float64
+	for _, s := range profile.SamplesOf([]*profile.Profile{m}, dt) {
+		ratios = append(ratios, s.Predict(c1.Fit(s.Family), dt)/s.Predict(c2.Fit(s.Family), dt))
+	}
+	slices.Sort(ratios)
+	if r := ratios[len(ratios)/2]; !near(r, 1.5, 0.05) {
+		t.Errorf("median 1-thread/2-thread prediction %.3f, want 1.5", r)
+	}
+}

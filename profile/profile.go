@@ -230,6 +230,17 @@ func (p *Profile) DeviceTypeAt(name string, threads int) *DeviceType {
 	return nil
 }
 
+// entry returns the device type of that name and exactly that thread
+// count (0: not stated), or nil.
+func (p *Profile) entry(name string, threads int) *DeviceType {
+	for i := range p.DeviceTypes {
+		if p.DeviceTypes[i].Name == name && p.DeviceTypes[i].Threads == threads {
+			return &p.DeviceTypes[i]
+		}
+	}
+	return nil
+}
+
 // of reports whether measurement m was taken on device type entry d.
 func (d *DeviceType) of(m *Measurement) bool {
 	return m.DeviceType == d.Name && m.Threads == d.Threads
