@@ -37,6 +37,7 @@ func TestHeldOut(t *testing.T) {
 	name := ps[0].DeviceTypes[0].Name
 	fmt.Printf("%-14s %-10s %9s %9s %9s %9s %9s\n", "held out", "", "roofline", "old-1", "old-pool", "new-1", "new-pool")
 	var whole [5][]float64
+	famErr := map[string]*[5][]float64{}
 	for i, h := range ps {
 		var train []*Profile
 		for j, p := range ps {
@@ -84,7 +85,23 @@ func TestHeldOut(t *testing.T) {
 		for _, f := range fams {
 			fe := func(c Check) float64 { return c.Families[f].MedianRelErr }
 			fmt.Printf("%-14s %-10s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%%   (%d ops)\n", "", f, 100*fe(roof), 100*med(old1, fe), 100*fe(op), 100*med(new1, fe), 100*fe(np), np.Families[f].Samples)
+			if famErr[f] == nil {
+				famErr[f] = &[5][]float64{}
+			}
+			for k, v := range []float64{fe(roof), med(old1, fe), fe(op), med(new1, fe), fe(np)} {
+				famErr[f][k] = append(famErr[f][k], v)
+			}
 		}
+	}
+	var fams []string
+	for f := range famErr {
+		fams = append(fams, f)
+	}
+	slices.Sort(fams)
+	for _, f := range fams {
+		e := famErr[f]
+		fmt.Printf("%-14s %-10s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%%   (median over %d models of their median op error)\n", "MEDIAN", f,
+			100*median(e[0]), 100*median(e[1]), 100*median(e[2]), 100*median(e[3]), 100*median(e[4]), len(e[0]))
 	}
 	fmt.Printf("%-14s %-10s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", "MEDIAN", "whole", 100*median(whole[0]), 100*median(whole[1]), 100*median(whole[2]), 100*median(whole[3]), 100*median(whole[4]))
 }
