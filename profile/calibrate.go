@@ -252,8 +252,8 @@ func Calibrate(p *Profile, g *graph.Graph, dtName string) (*Calibration, error) 
 // set), which profiles record since features were added. A profile with
 // measurements of that device type but without features is an error
 // naming it: refit it with its model (`opplace profile MODEL --from
-// FILE`). Features are priced on the first profile's entry's roofline
-// (peak FLOP/s, bandwidth, launch overhead). The result is not stored.
+// FILE`). Features are priced on PooledDeviceType's roofline, which Merge
+// also gives the merged profile's entry. The result is not stored.
 func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, error) {
 	var ref *DeviceType
 	var use []*Profile
@@ -279,7 +279,8 @@ func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, e
 				label, missing, dtName)
 		}
 		if ref == nil {
-			ref = d
+			r := PooledDeviceType(ps, dtName, threads)
+			ref = &r
 		}
 		// Each profile is read at its own entry's thread count.
 		q := *p
@@ -304,6 +305,34 @@ func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, e
 	c := FitSamples(samples, ref)
 	c.Models = models
 	return c, nil
+}
+
+// PooledDeviceType is the roofline of device type dtName at exactly
+// threads threads over the profiles that have it: the first one's entry
+// with the median of their peak FLOP/s, bandwidth and launch overhead
+// (this machine's CPU is measured with each profile, and one measurement
+// taken while other jobs load the machine can be far off). The zero value
+// when none has it.
+func PooledDeviceType(ps []*Profile, dtName string, threads int) DeviceType {
+	var out DeviceType
+	var peak, bw, launch []float64
+	for _, p := range ps {
+		d := p.entry(dtName, threads)
+		if d == nil {
+			continue
+		}
+		if peak == nil {
+			out = *d
+			out.Calibration = nil
+		}
+		peak = append(peak, d.PeakFLOPS)
+		bw = append(bw, d.MemoryBandwidth)
+		launch = append(launch, d.LaunchOverhead)
+	}
+	if len(peak) > 1 {
+		out.PeakFLOPS, out.MemoryBandwidth, out.LaunchOverhead = sig(median(peak)), sig(median(bw)), sig(median(launch))
+	}
+	return out
 }
 
 func threadsNote(threads int) string {

@@ -34,20 +34,36 @@ func TestHeldOut(t *testing.T) {
 		pr.Model = strings.TrimSuffix(filepath.Base(p), ".json")
 		ps = append(ps, pr)
 	}
-	name := ps[0].DeviceTypes[0].Name
+	name, threads := ps[0].DeviceTypes[0].Name, ps[0].DeviceTypes[0].Threads
 	fmt.Printf("%-14s %-10s %9s %9s %9s %9s %9s\n", "held out", "", "roofline", "old-1", "old-pool", "new-1", "new-pool")
 	var whole [5][]float64
 	famErr := map[string]*[5][]float64{}
-	for i, h := range ps {
+	// With OPPLACE_CALIB_HELDOUT=DIR, calibrate on all of the first
+	// folder's profiles and price each of DIR's; else leave one out.
+	held := ps
+	if hd := os.Getenv("OPPLACE_CALIB_HELDOUT"); hd != "" {
+		held = nil
+		hp, _ := filepath.Glob(filepath.Join(hd, "*.json"))
+		for _, p := range hp {
+			pr, err := Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr.Model = strings.TrimSuffix(filepath.Base(p), ".json")
+			held = append(held, pr)
+		}
+	}
+	for _, h := range held {
 		var train []*Profile
-		for j, p := range ps {
-			if j != i {
+		for _, p := range ps {
+			if p != h {
 				train = append(train, p)
 			}
 		}
-		ref := train[0].DeviceType(name)
+		pooled := PooledDeviceType(train, name, threads)
+		ref := &pooled
 		pooledSamples := collect(train, ref, nil)
-		newPool, err := CalibratePooled(train, name, 0)
+		newPool, err := CalibratePooled(train, name, threads)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,10 +10,10 @@ import (
 const SourcePooled = "pooled"
 
 // Merge pools profiles into one: every measurement (so each model's own
-// ops still match by name and key), every device type entry (the first
-// profile's roofline where several have one name and thread count, its
-// calibration dropped: calibrate the merged profile with
-// CalibratePooled), unsupported counts summed and unmatched names
+// ops still match by name and key), every device type entry (where
+// several profiles have one name and thread count, PooledDeviceType: the
+// median roofline; calibrations dropped: calibrate the merged profile
+// with CalibratePooled), unsupported counts summed and unmatched names
 // joined. Model is empty (the calibration lists the models); Batch and
 // Source are kept where all profiles agree, else 0 and SourcePooled.
 func Merge(ps []*Profile) *Profile {
@@ -32,8 +32,7 @@ func Merge(ps []*Profile) *Profile {
 		}
 		for _, d := range p.DeviceTypes {
 			if !slices.ContainsFunc(out.DeviceTypes, func(e DeviceType) bool { return e.Name == d.Name && e.Threads == d.Threads }) {
-				d.Calibration = nil
-				out.DeviceTypes = append(out.DeviceTypes, d)
+				out.DeviceTypes = append(out.DeviceTypes, PooledDeviceType(ps, d.Name, d.Threads))
 			}
 		}
 		out.Ops = append(out.Ops, p.Ops...)
