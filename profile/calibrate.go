@@ -463,9 +463,12 @@ type shape struct {
 // Compute families (conv, matmul) free the efficiency ramp: with W the
 // op's FLOPs, FLOPs/(peak·e·W/(W+W_half)) = (W + W_half)/(peak·e), so the
 // ramp is a fixed cost of W_half/(peak·e) on top of the FLOPs at e_max and
-// cannot be told from a fitted overhead: the overhead is held at the
-// device's launch overhead (at most half the fastest op) and W_half takes
-// the rest. Other families fit their own overhead and may have a cache
+// cannot be told from a fitted overhead on compute-bound ops: the
+// overhead is held at the device's launch overhead (at most half the
+// fastest op) and W_half takes the rest. The two differ on memory-bound
+// ops (the ramp's cost is inside the max, an overhead outside), so the
+// family is also fitted with a free overhead and no ramp, and the better
+// of the two (three parameters each) is kept. Other families fit their own overhead and may have a cache
 // level: for each candidate threshold (between the samples' sorted
 // working sets, at least minCacheSamples each side) the fit frees a
 // second bandwidth for working sets at or below it; the threshold whose
@@ -479,6 +482,14 @@ func fitShape(name string, s []Sample, dt *DeviceType) FamilyFit {
 		fixedO = min(fixedO, x.Measured/2)
 	}
 	best, bestObj := fitWith(name, s, dt, sh, 0, fixedO)
+	if compute {
+		// The ramp's fixed cost sits inside the max (memory-bound ops do
+		// not pay it), a fitted overhead outside: both have three
+		// parameters, the better fit wins.
+		if f, obj := fitWith(name, s, dt, shape{overhead: true}, 0, fixedO); obj < bestObj {
+			best, bestObj = f, obj
+		}
+	}
 	if !compute && len(s) >= 2*minCacheSamples+2 {
 		ws := make([]float64, len(s))
 		for i, x := range s {
