@@ -287,11 +287,11 @@ func (f *Fuser) joinKeys(a, b string) {
 
 // settle writes the joined soft keys back to the graph's ops, so every op
 // of a fused kernel, and every gradient colocated with one, carries the
-// same key.
+// same key. A group that joined unkeyed ops to one soft key (an inference
+// graph's autocast cast and matmul, keyed together, fused with the
+// unkeyed bias Add after them) joins no two keys but still needs its
+// members written, so there is no shortcut when nothing was joined.
 func (f *Fuser) settle() {
-	if len(f.softKey) == 0 {
-		return
-	}
 	for i := range f.g.Ops {
 		op := &f.g.Ops[i]
 		if IsSoftColocate(op.Colocate) {

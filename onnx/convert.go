@@ -34,6 +34,18 @@ type converter struct {
 	// constFloats holds the contents of small float tensor attributes
 	// (graph.Attr keeps only integer contents).
 	constFloats map[*graph.Tensor][]float64
+	// rebatched is set when a main-graph input's leading axis, fixed in
+	// the file, was bound to another size: a reshape whose constant
+	// target still holds the file's size then cannot work (exportBatch).
+	rebatched *exportBatch
+}
+
+// exportBatch records the leading size an input had in the file and the
+// one the options gave it.
+type exportBatch struct {
+	input     string
+	file, now int64
+	fileShape []int64
 }
 
 func newConverter(file string, opts Options, mp *onnxpb.ModelProto) *converter {
@@ -146,6 +158,7 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.noteExportBatch(vi, v)
 		sc.vals[name] = v
 		writeTensor(sg.g.Tensor(id), v)
 	}

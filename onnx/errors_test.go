@@ -39,6 +39,8 @@ func TestBadInput(t *testing.T) {
 	dup := newModel(17).input("x", f32, 2).node("Relu", strs("x"), strs("y")).node("Neg", strs("x"), strs("y")).output("y")
 	broadcastErr := newModel(17).input("x", f32, 2, 3).input("z", f32, 4).node("Add", strs("x", "z"), strs("y")).output("y")
 	badReshape := newModel(17).input("x", f32, 2, 3).ints("s", []int64{1}, 7).node("Reshape", strs("x", "s"), strs("y")).output("y")
+	// A reshape target with the export's batch in it, planned at another.
+	bakedBatch := newModel(17).input("x", f32, 2, 6).ints("s", []int64{3}, 2, 3, 2).node("Reshape", strs("x", "s"), strs("y")).output("y")
 	huge := newModel(17).input("x", f32, 1<<20, 1<<20).ints("s", []int64{3}, 1<<20, 1<<20, 1<<20).
 		node("Expand", strs("x", "s"), strs("y")).output("y")
 	unbound := newModel(17).symInput("input_ids", i64, "batch", 128).node("Relu", strs("input_ids"), strs("y")).output("y")
@@ -77,6 +79,8 @@ func TestBadInput(t *testing.T) {
 		{name: "duplicate outputs", data: dup.bytes(t), want: `tensor "y" is produced twice`},
 		{name: "broadcast mismatch", data: broadcastErr.bytes(t), want: `node "Add_0" (Add): shapes [2 3] and [4] do not broadcast`},
 		{name: "impossible reshape", data: badReshape.bytes(t), want: `node "Reshape_0" (Reshape): cannot reshape`},
+		{name: "batch baked into a reshape", data: bakedBatch.bytes(t), opts: Options{Shapes: map[string][]int64{"x": {4, 6}}},
+			want: `cannot reshape [4 6] (24 elements) to [2 3 2]; its target shape [2 3 2] (tensor "s") is fixed in the file and holds the batch 2 the model was exported at (input "x" is 2x6 in the file), so this export runs only at batch 2: plan it with Options.Shapes["x"] = []int64{2,6}`},
 		{name: "absurd size", data: huge.bytes(t), want: "more than 2^50 elements"},
 		{name: "unbound symbolic dim", data: unbound.bytes(t),
 			want: `m.onnx: input "input_ids" axis 0 is the symbolic dimension "batch"; bind it with Options.Dims["batch"] = N or Options.Batch = N`},

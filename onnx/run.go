@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -80,7 +81,11 @@ func (c *converter) infer(sg *subgraph, sc *scope) error {
 			}
 		}
 		if err := c.inferNode(n); err != nil {
-			return fmt.Errorf("node %q (%s): %v", op.Name, op.Type, err)
+			hint := ""
+			if len(ref.ins) > 1 {
+				hint = c.bakedBatchHint(n, ref.ins[1])
+			}
+			return fmt.Errorf("node %q (%s): %v%s", op.Name, op.Type, err, hint)
 		}
 		op.Work = n.work
 		for i, name := range ref.outs {
@@ -267,4 +272,46 @@ func (c *converter) batchHint(axis int) string {
 		return " or " + c.opts.Knobs.Batch("N")
 	}
 	return ""
+}
+
+// noteExportBatch remembers the first main-graph input whose fixed
+// leading size in the file the options changed.
+func (c *converter) noteExportBatch(vi *onnxpb.ValueInfoProto, v *value) {
+	if c.depth > 0 || c.rebatched != nil || len(v.shape) == 0 {
+		return
+	}
+	var file []int64
+	for _, d := range vi.GetType().GetTensorType().GetShape().GetDim() {
+		x, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue)
+		if !ok {
+			return
+		}
+		file = append(file, x.DimValue)
+	}
+	if len(file) == 0 || file[0] == v.shape[0] {
+		return
+	}
+	c.rebatched = &exportBatch{input: vi.GetName(), file: file[0], now: v.shape[0], fileShape: file}
+}
+
+// bakedBatchHint explains a failed Reshape whose constant target starts
+// with the batch the model was exported at while the plan asks for
+// another: exports that reshape with literal sizes (ViT, Swin and
+// ShuffleNet's channel shuffle among torchvision's models) run only at
+// their export batch. It returns "" when that is not the case.
+func (c *converter) bakedBatchHint(n *node, targetName string) string {
+	rb := c.rebatched
+	if rb == nil || n.op != "Reshape" || len(n.in) < 2 || n.in[1] == nil {
+		return ""
+	}
+	target, ok := n.in[1].intsOf()
+	x := n.in[0]
+	if !ok || len(target) == 0 || target[0] != rb.file || x == nil || !x.known || x.rank() == 0 || x.shape[0] != rb.now {
+		return ""
+	}
+	return fmt.Sprintf("; its target shape %v (tensor %q) is fixed in the file and holds the batch %d the model was exported at "+
+		"(input %q is %s in the file), so this export runs only at batch %d: plan it with %s, "+
+		"or export it again with the batch left dynamic (reshape to -1 or x.shape[0], and dynamic_axes in torch.onnx.export)",
+		target, targetName, rb.file, rb.input, graph.FormatShape(rb.fileShape, true), rb.file,
+		c.opts.Knobs.Shape(rb.input, strings.ReplaceAll(graph.FormatShape(rb.fileShape, true), "x", ",")))
 }

@@ -155,17 +155,31 @@ func precisionHint(r *run) string {
 // weight on that op's device, one read only by optimizer ops is state; a
 // cast of a parameter (train.AutocastDomain) is a half-precision working
 // copy; a backward op's output an optimizer op reads is a weight
-// gradient. A replica's devices hold what the first replica's do.
+// gradient. A tensor-parallel group's members each hold 1/t of the
+// tensors the split divides (pl.Split.Divided) and the rest whole, as
+// the leader the stage's ops are placed on does. A replica's devices hold
+// what the first replica's do.
 func memoryBreakdown(g *graph.Graph, pl *sim.Plan, nd int) []*plan.MemoryBreakdown {
 	out := make([]*plan.MemoryBreakdown, nd)
 	for d := range out {
 		out[d] = &plan.MemoryBreakdown{}
 	}
+	// divide[d] is the tensor-parallel degree of the group d leads.
+	divide := make([]int64, nd)
+	for _, st := range pl.StageDevices(nd) {
+		if st.Tensor > 1 && len(st.Replicas) > 0 && len(st.Replicas[0]) > 0 {
+			divide[st.Replicas[0][0]] = int64(st.Tensor)
+		}
+	}
 	seen := map[[2]int]bool{} // (tensor, device) counted
 	add := func(t graph.TensorID, d int, field *int64) {
 		if k := [2]int{int(t), d}; !seen[k] {
 			seen[k] = true
-			*field += g.Tensors[t].Bytes()
+			b := g.Tensors[t].Bytes()
+			if n := divide[d]; n > 1 && pl.Split != nil && pl.Split.Divided != nil && pl.Split.Divided[t] {
+				b = (b + n - 1) / n
+			}
+			*field += b
 		}
 	}
 	for i := range g.Tensors {
@@ -203,6 +217,12 @@ func memoryBreakdown(g *graph.Graph, pl *sim.Plan, nd int) []*plan.MemoryBreakdo
 				if st.Sharding == sim.ZeRO2 {
 					b.GradientBytes = (b.GradientBytes + r - 1) / r
 				}
+			}
+		}
+		if st.Tensor > 1 {
+			for _, d := range st.Replicas[0][1:] {
+				b := *out[st.Replicas[0][0]]
+				out[d] = &b
 			}
 		}
 		for _, rep := range st.Replicas[1:] {

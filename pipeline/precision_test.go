@@ -181,3 +181,64 @@ func TestPrecisionRefused(t *testing.T) {
 		t.Errorf("amp-fp16 on V100: %v", err)
 	}
 }
+
+// TestAMPInference plans GPT-2 small's forward pass under amp-bf16 with
+// the default fusion. Inference has no training step to give each op a
+// soft colocation key, so a cast keyed with its matmul fused with the
+// unkeyed bias Add after it; the fuser wrote the group's key back only
+// when two soft keys had been joined, and coarsening refused the group
+// ("joins ops with different colocation or device constraints").
+func TestAMPInference(t *testing.T) {
+	o := opts("gpt2_small", "8xA100-2host", map[string]int64{"batch": 8})
+	o.Strategy, o.Precision, o.Mode = "single", "amp-bf16", pipeline.ModeInfer
+	r, err := pipeline.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.Mode != "infer" || r.Plan.Precision != "amp-bf16" || !(r.Plan.PredictedStepMS > 0) {
+		t.Errorf("plan mode %q precision %q step %.3f ms", r.Plan.Mode, r.Plan.Precision, r.Plan.PredictedStepMS)
+	}
+}
+
+// TestTensorBreakdown: in a tensor-parallel plan every member of a group
+// lists what it holds (1/t of the divided weights, their gradients and
+// state), the same as its leader, and no device's weights exceed its
+// simulated peak.
+func TestTensorBreakdown(t *testing.T) {
+	o := opts("gpt2_small", "8xA100-2host", map[string]int64{"batch": 8})
+	o.Strategy, o.Precision = "tensor", "amp-bf16"
+	o.Strategies.Tensor = "2"
+	r, err := pipeline.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Strategy, o.Strategies.Tensor = "single", ""
+	one, err := pipeline.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := one.Plan.Devices[0].Breakdown.WeightBytes
+	groups := 0
+	for _, st := range r.Plan.Stages {
+		if st.TensorParallel < 2 {
+			continue
+		}
+		groups++
+	}
+	if groups == 0 {
+		t.Fatalf("strategy tensor made no tensor-parallel stage")
+	}
+	for _, d := range r.Plan.Devices {
+		b := d.Breakdown
+		if b == nil || b.WeightBytes == 0 {
+			t.Errorf("%s holds no weights: %+v", d.Name, b)
+			continue
+		}
+		if a := activations(d); a < 0 {
+			t.Errorf("%s: weights, copies, gradients and state %+v exceed its peak %d", d.Name, *b, d.PeakMemoryBytes)
+		}
+		if b.WeightBytes >= whole {
+			t.Errorf("%s holds %d bytes of weights, the whole model has %d: the split divides none", d.Name, b.WeightBytes, whole)
+		}
+	}
+}

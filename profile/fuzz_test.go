@@ -57,7 +57,7 @@ func FuzzParse(f *testing.F) {
 //
 //	go test ./profile -run '^$' -fuzz FuzzImport -fuzztime 10m
 func FuzzImport(f *testing.F) {
-	for _, name := range []string{"resnet50_b1_onnxruntime_cpu.json", "bert_base_b1_pytorch_v100.json"} {
+	for _, name := range []string{"resnet50_b1_onnxruntime_cpu.json", "bert_base_b1_pytorch_v100.json", "resnet50_b1_ort130_cpu.json", "resnet50_b1_pytorch113_cpu.json"} {
 		data, err := os.ReadFile(filepath.Join(samples, name))
 		if err != nil {
 			f.Fatal(err)
@@ -67,6 +67,8 @@ func FuzzImport(f *testing.F) {
 	f.Add([]byte(`[{"cat":"Node","name":"relu_kernel_time","ph":"X","dur":10,"args":{"op_name":"Relu"}},
 {"cat":"Node","name":"relu_kernel_time","ph":"X","dur":30}]`))
 	f.Add([]byte(`{"traceEvents":[{"cat":"gpu_user_annotation","name":"relu","ph":"X","dur":4},{"cat":"user_annotation","name":"relu","ph":"X","dur":9}]}`))
+	f.Add([]byte(`[{"name":"model_run","ph":"X","ts":0,"dur":100,"tid":1},{"name":"aten::matmul","ph":"X","ts":1,"dur":10,"tid":1},
+{"name":"aten::relu_","ph":"X","ts":20,"dur":3,"tid":1},{"name":"aten::erf","ph":"X","ts":30,"dur":3,"tid":1},{"name":"aten::softmax","ph":"X","ts":40,"dur":3,"tid":1}]`))
 	g := tiny(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := profile.ImportBytes("fuzz.json", data, g, testCPU)
@@ -75,6 +77,9 @@ func FuzzImport(f *testing.F) {
 		}
 		if res.Matched > res.Events {
 			t.Fatalf("%d events matched of %d", res.Matched, res.Events)
+		}
+		if !(res.MatchedShare >= 0 && res.MatchedShare <= 1+1e-9) || res.MatchedMS > res.TraceMS+1e-6 {
+			t.Fatalf("matched %v ms (share %v) of %v ms", res.MatchedMS, res.MatchedShare, res.TraceMS)
 		}
 		checkProfile(t, res.Profile)
 		var buf bytes.Buffer

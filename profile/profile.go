@@ -64,6 +64,9 @@ type DeviceType struct {
 	PeakFLOPS       float64 `json:"peak_flops"`
 	MemoryBandwidth float64 `json:"memory_bandwidth"`
 	LaunchOverhead  float64 `json:"launch_overhead_s"`
+	// PeakSpread is how far the runs that measured PeakFLOPS spread:
+	// (p90 - p10) / median; 0 when the peak is a datasheet figure.
+	PeakSpread float64 `json:"peak_spread,omitempty"`
 	// Memory is the device memory in bytes, for a cluster file.
 	Memory int64 `json:"memory_bytes,omitempty"`
 	// Threads is the thread count the device ran the ops with (the cores

@@ -2,9 +2,12 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -27,6 +30,9 @@ type traceEvent struct {
 	Name string         `json:"name"`
 	Ph   string         `json:"ph"`
 	Dur  *float64       `json:"dur"`
+	Ts   *float64       `json:"ts"`
+	Pid  any            `json:"pid"`
+	Tid  any            `json:"tid"`
 	Args map[string]any `json:"args"`
 }
 
@@ -34,11 +40,57 @@ type traceEvent struct {
 type ImportResult struct {
 	Profile *Profile
 	// Events is how many timed node events the trace had; Matched how
-	// many named an op of the graph.
+	// many mapped to ops of the graph.
 	Events, Matched int
 	// Unmeasured counts the graph's kernel-launching ops the trace has no
-	// time for; they keep the model's estimate.
+	// time for; they keep the model's estimate. Ops ONNX Runtime folds
+	// into constants when the session starts (shape arithmetic, ops of
+	// weights only) do not count.
 	Unmeasured int
+	// Runs is how many times the trace ran the model (the most events of
+	// one kernel); the times below are per run, averaged over them.
+	Runs int
+	// TraceMS is the kernel time of the trace; MatchedMS the part mapped
+	// to graph ops, MatchedShare = MatchedMS / TraceMS; LayoutMS the time
+	// of layout kernels (ReorderInput/ReorderOutput and inserted
+	// transposes), matched or not, which is part of TraceMS.
+	TraceMS, MatchedMS, MatchedShare, LayoutMS float64
+	// RunMS is the median whole-model run the trace recorded (ONNX
+	// Runtime's model_run events), 0 when it has none.
+	RunMS float64
+	// Shares is each op's time per run, in the graph's op order; with
+	// the unmatched kernels' time it sums to TraceMS.
+	Shares []OpShare
+	// Unmapped lists the kernels that mapped to no op, slowest first.
+	Unmapped []KernelTime
+	// Warnings say why the profile may miss much of the trace.
+	Warnings []string
+}
+
+// OpShare is one graph op's part of a trace's kernel time.
+type OpShare struct {
+	Name string
+	MS   float64
+}
+
+// KernelTime is one trace kernel's time per run.
+type KernelTime struct {
+	Name, OpType string
+	MS           float64
+}
+
+// traceKernel is one timed node of the trace with its durations (µs) in run
+// order.
+type traceKernel struct {
+	name, opType, index string
+	durs                []float64
+	// events is how many trace events durs sums (durs has a zero for a
+	// run the kernel did not run in).
+	events int
+	shape  any
+	// target, when set, is where the kernel's time goes (aten ops
+	// aligned with the model's ops).
+	target *target
 }
 
 // Import reads an ONNX Runtime profiling JSON or a Chrome trace (as
@@ -53,7 +105,10 @@ type ImportResult struct {
 // ops, kernels, runtime calls) are skipped, but annotations naming no op
 // are reported in Unmatched. When the trace has GPU-side annotations
 // ("gpu_user_annotation", the time the node's kernels ran on the device)
-// only those count; the CPU-side ones then time kernel launches.
+// only those count; the CPU-side ones then time kernel launches. A Chrome
+// trace with no event named after a node but with aten ops (a PyTorch
+// profile of the module the model was exported from) has each run's
+// top-level aten ops aligned with the model's ops by type and order.
 func Import(path string, g *graph.Graph, dt DeviceType) (*ImportResult, error) {
 	data, err := files.Read(path, "trace")
 	if err != nil {
@@ -62,8 +117,30 @@ func Import(path string, g *graph.Graph, dt DeviceType) (*ImportResult, error) {
 	return ImportBytes(path, data, g, dt)
 }
 
-// ImportBytes is Import on a file's contents; name labels errors.
+// ImportBytes is Import on a file's contents; name labels errors. It is
+// ImportWith without options.
 func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*ImportResult, error) {
+	return ImportWith(name, data, g, dt, ImportOptions{})
+}
+
+// ImportWith is ImportBytes with the optimized model ONNX Runtime wrote
+// for the profiled session (o.Optimized). ONNX Runtime's graph
+// optimisations fuse and rename nodes (NCHWc convolutions named
+// "<tensor>_nchwc", ".../MatMulAddFusion" Gemms, Gelu, inserted
+// ReorderInput/ReorderOutput), so by name few kernels match. With the
+// optimized model each kernel is keyed to its optimized node and mapped
+// through tensor names to the ops it computes: original tensor names
+// survive, layout kernels pass their input's tensor through, and a fused
+// node computes the ops on the paths from its inputs to its outputs. Its
+// time is spread over them in proportion to the roofline estimate of
+// each on dt. A layout kernel's time goes to the op that reads
+// (ReorderInput) or writes (ReorderOutput) its tensor and is totalled in
+// LayoutMS. Without the optimized model, names are matched with ORT's
+// suffixes removed and tensor names taken for their producers.
+//
+// Each op's measurement is its share per run. Below MinMatchedShare of
+// the trace's kernel time mapped, Warnings say which kernels did not.
+func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o ImportOptions) (*ImportResult, error) {
 	events, err := decodeEvents(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an ONNX Runtime profile or Chrome trace: %v", name, err)
@@ -76,11 +153,56 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 		}
 		gpuSide = gpuSide || e.Cat == "gpu_user_annotation"
 	}
-	durs := map[string][]float64{}
-	unmatched := map[string]bool{}
+	var m *ortMap
+	if len(o.Optimized) > 0 {
+		if source != SourceORT {
+			return nil, fmt.Errorf("%s: an optimized model maps ONNX Runtime profiles, and this is a Chrome trace", name)
+		}
+		nodes, err := parseOptimized(o.OptimizedName, o.Optimized, g)
+		if err != nil {
+			return nil, err
+		}
+		m = newORTMap(g, &dt, nodes)
+	}
 	res := &ImportResult{}
+	var kernels []*traceKernel
+	byKey := map[string]*traceKernel{}
+	var runs []float64
+	// A PyTorch trace with no event named after a node: align its aten
+	// ops with the model's ops.
+	aten, atenPerRun := false, 0
+	if source == SourceChrome {
+		named, atenOps := false, false
+		for _, e := range events {
+			if _, ok := g.OpByName(e.Name); ok && e.Dur != nil {
+				named = true
+				break
+			}
+			atenOps = atenOps || strings.HasPrefix(e.Name, "aten::")
+		}
+		if aten = !named && atenOps; aten {
+			ar := atenRuns(events)
+			for _, e := range events {
+				if e.Dur != nil && (e.Name == "model_run" || strings.HasPrefix(e.Name, "ProfilerStep#")) {
+					runs = append(runs, *e.Dur/1e3)
+				}
+			}
+			for _, r := range ar {
+				res.Events += len(r)
+			}
+			if len(ar) > 0 {
+				atenPerRun = len(ar[0])
+			}
+			kernels = atenKernels(g, &dt, ar)
+			events = nil
+		}
+	}
 	for _, e := range events {
 		if e.Dur == nil || (e.Ph != "" && e.Ph != "X") {
+			continue
+		}
+		if source == SourceORT && e.Cat == "Session" && e.Name == "model_run" {
+			runs = append(runs, *e.Dur/1e3)
 			continue
 		}
 		var node string
@@ -97,11 +219,7 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 				continue
 			}
 			node = e.Name
-			if _, ok := g.OpByName(node); !ok {
-				if e.Cat == "user_annotation" || e.Cat == "gpu_user_annotation" {
-					unmatched[node] = true
-					res.Events++
-				}
+			if _, ok := g.OpByName(node); !ok && e.Cat != "user_annotation" && e.Cat != "gpu_user_annotation" {
 				continue
 			}
 		}
@@ -109,44 +227,225 @@ func ImportBytes(name string, data []byte, g *graph.Graph, dt DeviceType) (*Impo
 		if *e.Dur < 0 {
 			return nil, fmt.Errorf("%s: event %q has a negative dur", name, e.Name)
 		}
-		id, ok := g.OpByName(node)
-		if !ok {
-			unmatched[node] = true
-			continue
+		opType, _ := e.Args["op_name"].(string)
+		index, _ := e.Args["node_index"].(string)
+		key := node + "\x00" + index
+		k := byKey[key]
+		if k == nil {
+			k = &traceKernel{name: node, opType: opType, index: index, shape: e.Args["output_type_shape"]}
+			byKey[key] = k
+			kernels = append(kernels, k)
 		}
-		if err := checkTraceShape(g, id, e.Args["output_type_shape"]); err != nil {
-			return nil, fmt.Errorf("%s: node %q: %v", name, node, err)
-		}
-		res.Matched++
-		durs[node] = append(durs[node], *e.Dur/1e3) // µs -> ms
+		k.durs = append(k.durs, *e.Dur)
+		k.events++
 	}
 	if res.Events == 0 {
 		what := `no "cat": "Node" events named <node>_kernel_time`
 		if source == SourceChrome {
-			what = "no complete events named after a graph node (record_function(node_name) in PyTorch)"
+			what = "no complete events named after a graph node (record_function(node_name) in PyTorch) and no aten ops"
 		}
 		return nil, fmt.Errorf("%s: the trace has %s", name, what)
 	}
+	// The node indices each name's kernels carry, ascending: ORT gives
+	// several fused nodes one name; the k-th index is the k-th node of
+	// that name in the optimized model.
+	indices := map[string][]int{}
+	for _, k := range kernels {
+		if i, err := strconv.Atoi(k.index); err == nil {
+			indices[k.name] = append(indices[k.name], i)
+		}
+	}
+	for _, l := range indices {
+		slices.Sort(l)
+	}
+	for _, k := range kernels {
+		res.Runs = max(res.Runs, len(k.durs))
+	}
+	perRun := make([][]float64, len(g.Ops))
+	total := make([]float64, len(g.Ops))
+	covered := make([]bool, len(g.Ops))
+	var traceUS, matchedUS, layoutUS float64
+	unmatched := map[string]bool{}
+	unmappedUS := map[string]*KernelTime{}
+	for _, k := range kernels {
+		t := k.target
+		if t == nil {
+			t = mapKernel(g, m, k, indices[k.name])
+		}
+		var sum float64
+		for _, d := range k.durs {
+			sum += d
+		}
+		// A profiler step range (ProfilerStep#N) spans the others.
+		if source == SourceChrome && strings.HasPrefix(k.name, "ProfilerStep#") {
+			unmatched[k.name] = true
+			continue
+		}
+		traceUS += sum
+		if t.layout {
+			layoutUS += sum
+		}
+		if len(t.ops) == 0 {
+			unmatched[k.name] = true
+			kt := unmappedUS[k.name]
+			if kt == nil {
+				kt = &KernelTime{Name: k.name, OpType: k.opType}
+				unmappedUS[k.name] = kt
+			}
+			kt.MS += sum
+			continue
+		}
+		if t.shapeOp >= 0 {
+			if err := checkTraceShape(g, t.shapeOp, k.shape); err != nil {
+				return nil, fmt.Errorf("%s: node %q: %v", name, k.name, err)
+			}
+		}
+		res.Matched += k.events
+		matchedUS += sum
+		for j, id := range t.ops {
+			covered[id] = true
+			if len(perRun[id]) < res.Runs {
+				perRun[id] = append(perRun[id], make([]float64, res.Runs-len(perRun[id]))...)
+			}
+			for r, d := range k.durs {
+				perRun[id][r] += t.weight[j] * d
+			}
+			total[id] += t.weight[j] * sum
+		}
+	}
+	if m != nil {
+		for i := range m.nodes {
+			if t, ok := m.cache[i]; ok {
+				for _, id := range t.ops {
+					covered[id] = true
+				}
+			}
+		}
+	}
+	runsF := float64(max(res.Runs, 1))
+	res.TraceMS = round6(traceUS / 1e3 / runsF)
+	res.MatchedMS = round6(matchedUS / 1e3 / runsF)
+	res.LayoutMS = round6(layoutUS / 1e3 / runsF)
+	if traceUS > 0 {
+		res.MatchedShare = matchedUS / traceUS
+	}
+	if len(runs) > 0 {
+		res.RunMS = round6(median(runs))
+	}
 	p := &Profile{Format: FormatVersion, Source: source, Batch: g.Batch(), DeviceTypes: []DeviceType{dt}}
-	for node, d := range durs {
-		id, _ := g.OpByName(node)
+	for i, d := range perRun {
+		if d == nil || total[i] <= 0 {
+			continue
+		}
+		id := graph.OpID(i)
+		ms := make([]float64, 0, len(d))
+		for _, v := range d {
+			if v > 0 {
+				ms = append(ms, v/1e3) // µs -> ms
+			}
+		}
 		p.Ops = append(p.Ops, Measurement{
-			Name: node, Key: OpKey(g, id), Type: g.Ops[id].Type, Shapes: Shapes(g, id), DeviceType: dt.Name, Threads: dt.Threads,
-			MedianMS: round6(median(d)), P10MS: round6(quantile(d, 0.1)), P90MS: round6(quantile(d, 0.9)), Runs: len(d),
+			Name: g.Ops[i].Name, Key: OpKey(g, id), Type: g.Ops[i].Type, Shapes: Shapes(g, id), DeviceType: dt.Name, Threads: dt.Threads,
+			MedianMS: round6(median(ms)), P10MS: round6(quantile(ms, 0.1)), P90MS: round6(quantile(ms, 0.9)), Runs: len(ms),
 		})
+		res.Shares = append(res.Shares, OpShare{Name: g.Ops[i].Name, MS: total[i] / 1e3 / runsF})
 	}
 	for n := range unmatched {
 		p.Unmatched = append(p.Unmatched, n)
 	}
-	for i := range g.Ops {
-		if _, ok := durs[g.Ops[i].Name]; !ok && Family(g.Ops[i].Type) != FamilyView {
-			res.Unmeasured++
+	for _, kt := range unmappedUS {
+		kt.MS /= 1e3 * runsF
+		res.Unmapped = append(res.Unmapped, *kt)
+	}
+	slices.SortFunc(res.Unmapped, func(a, b KernelTime) int {
+		if c := cmp.Compare(b.MS, a.MS); c != 0 {
+			return c
 		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var folded []bool
+	if m != nil || aten {
+		folded = foldedOps(g)
+	}
+	for i := range g.Ops {
+		if covered[i] || Family(g.Ops[i].Type) == FamilyView || (folded != nil && folded[i]) {
+			continue
+		}
+		res.Unmeasured++
+	}
+	res.Warnings = importWarnings(res, source, m != nil)
+	if aten {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
+			atenPerRun, 100*res.MatchedShare, res.Unmeasured))
 	}
 	FillFeatures(p, g)
 	p.Sort()
 	res.Profile = p
 	return res, nil
+}
+
+// mapKernel finds the ops a trace kernel times.
+func mapKernel(g *graph.Graph, m *ortMap, k *traceKernel, indices []int) *target {
+	if m != nil {
+		if i, ok := m.nodeFor(k.name, k.index, indices); ok {
+			return m.target(i)
+		}
+	}
+	if id, ok := g.OpByName(k.name); ok {
+		return &target{ops: []graph.OpID{id}, weight: []float64{1}, shapeOp: id}
+	}
+	if m == nil && k.opType != "" {
+		// ONNX Runtime names without the optimized model.
+		if id, ok := nameFallback(g, k.name); ok {
+			return &target{ops: []graph.OpID{id}, weight: []float64{1}, shapeOp: id}
+		}
+	}
+	return &target{shapeOp: -1, layout: k.opType == "ReorderInput" || k.opType == "ReorderOutput"}
+}
+
+// importWarnings says why a trace matched little of its time.
+func importWarnings(res *ImportResult, source string, optimized bool) []string {
+	var w []string
+	if source == SourceORT && !optimized {
+		w = append(w, fmt.Sprintf("ONNX Runtime kernels mapped by name only: a fused kernel's time goes to one op, %d kernels (%.1f%% of the time) matched none, %d ops have no time; the optimized model the session writes (SessionOptions.optimized_model_filepath; --optimized-model FILE) maps fused and renamed kernels to every op they compute",
+			len(res.Unmapped), 100*(1-res.MatchedShare), res.Unmeasured))
+	}
+	if res.TraceMS <= 0 || res.MatchedShare >= MinMatchedShare {
+		return w
+	}
+	types := map[string]float64{}
+	for _, k := range res.Unmapped {
+		t := k.OpType
+		if t == "" {
+			t = "?"
+		}
+		types[t] += k.MS
+	}
+	var tl []string
+	for t := range types {
+		tl = append(tl, t)
+	}
+	slices.SortFunc(tl, func(a, b string) int { return cmp.Compare(types[b], types[a]) })
+	var tparts []string
+	for _, t := range tl[:min(len(tl), 6)] {
+		tparts = append(tparts, fmt.Sprintf("%s %.3f ms", t, types[t]))
+	}
+	var kparts []string
+	for _, k := range res.Unmapped[:min(len(res.Unmapped), 5)] {
+		kparts = append(kparts, fmt.Sprintf("%s (%s) %.3f ms", k.Name, k.OpType, k.MS))
+	}
+	why := "kernels map to no op of the model"
+	switch {
+	case source == SourceORT && !optimized:
+		why = "ONNX Runtime fused and renamed nodes, and without the optimized model (--optimized-model, written with SessionOptions.optimized_model_filepath) only names are matched"
+	case source == SourceORT:
+		why = "these kernels' tensors are not the model's (is the optimized model from the same session and optimisation level?)"
+	case source == SourceChrome:
+		why = "annotations name no node of the model (wrap each node in record_function(node_name))"
+	}
+	w = append(w, fmt.Sprintf("only %.1f%% of the trace's kernel time (%.3f of %.3f ms per run) mapped to the model's ops: %s; unmapped by op type: %s; slowest unmapped kernels: %s",
+		100*res.MatchedShare, res.MatchedMS, res.TraceMS, why, strings.Join(tparts, ", "), strings.Join(kparts, ", ")))
+	return w
 }
 
 // decodeEvents accepts a bare event array (ONNX Runtime, and Chrome's

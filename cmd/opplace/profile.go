@@ -15,6 +15,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
@@ -25,6 +26,7 @@ type profileFlags struct {
 	device     string
 	deviceType string
 	importFile string
+	optimized  string
 	from       []string
 	holdout    []string
 	threads    int
@@ -65,6 +67,20 @@ node (torch.profiler with record_function(node_name)), maps events to ops by
 node name and reports names that match none. --device-type names the device
 the trace ran on; its roofline comes from --cluster FILE or a preset.
 
+ONNX Runtime's graph optimisations fuse and rename nodes (NCHWc convolutions
+named <tensor>_nchwc, MatMul+Add Gemms, Gelu), so by name few kernels match.
+--optimized-model FILE gives the optimized model the profiled session wrote:
+set SessionOptions.optimized_model_filepath (Python:
+so.optimized_model_filepath = "model.opt.onnx") next to enable_profiling; its
+weights may be stripped. Each kernel then maps to the ops it computes, a fused
+kernel's time spread over them by the model's estimate, layout kernels
+(ReorderInput/ReorderOutput) to the op reading or writing their tensor. A
+PyTorch trace without node annotations has its aten ops aligned with the
+model's ops by type and order (profile the module the model was exported
+from). The summary gives the share of the trace's kernel time that mapped;
+below 80% a warning says which kernels did not.
+
+
 Either way the roofline is calibrated to the measurements and --report prints
 the error before and after. The calibration is per op family (conv, matmul,
 elementwise, reduce, movement, pool, other; families with fewer than 5 distinct
@@ -103,6 +119,12 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
   opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
       --device-type V100-16GB --out resnet50.v100.json
 
+  # ... with the optimized model that session wrote, so fused kernels map
+  opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --import testdata/profiles/resnet50_b1_ort130_cpu.json \
+      --optimized-model testdata/profiles/resnet50_b1_ort130_cpu.opt.onnx \
+      --device-type Workstation-CPU --cluster testdata/clusters/hetero.yaml --out r50.ort.json
+
   # Pool three models' profiles into one calibration; check it on a fourth
   opplace profile --from resnet50.cpu.json --from bert.cpu.json \
       --from vgg16.cpu.json --holdout inception.cpu.json --out pooled.json --report
@@ -130,6 +152,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.device, "device", "cpu", "device to measure on (cpu: this machine's CPU)")
 	fl.StringVar(&f.deviceType, "device-type", "", "device type the times are for (default local-cpu when measuring; required with --import)")
 	fl.StringVar(&f.importFile, "import", "", "import this ONNX Runtime profile or Chrome trace instead of measuring")
+	fl.StringVar(&f.optimized, "optimized-model", "", "with --import of an ONNX Runtime profile: the optimized model the session wrote (SessionOptions.optimized_model_filepath), to map fused and renamed kernels")
 	fl.StringArrayVar(&f.from, "from", nil, "read this profile instead of measuring (to re-calibrate or --report); repeat to pool several models' profiles")
 	fl.StringArrayVar(&f.holdout, "holdout", nil, "with --from: price this (held-out) profile's measurements with the calibration and print the error (repeatable)")
 	fl.IntVar(&f.threads, "threads", 0, "thread count the times were measured at, recorded on the device type (0: not stated); with --from, calibrate only that thread count")
@@ -163,6 +186,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--import and --from exclude each other")}
 	case f.device != "cpu":
 		return usageError{fmt.Errorf("--device %q: only cpu (this machine) can be measured; import other devices' traces with --import", f.device)}
+	case f.optimized != "" && f.importFile == "":
+		return usageError{errors.New("--optimized-model maps an --import trace's kernels; it needs --import TRACE")}
 	case f.importFile != "" && f.deviceType == "":
 		return usageError{errors.New("--import needs --device-type NAME: the device type the trace ran on (a preset such as V100-16GB, or a type of --cluster)")}
 	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0 || f.threads < 0:
@@ -173,6 +198,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	}
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
+		{What: "the optimized model", Path: f.optimized},
 		{What: "the profile", Path: from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut}); err != nil {
 		return err
@@ -204,15 +230,34 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			return err
 		}
 		dt.Threads = f.threads
-		res, err := profile.Import(f.importFile, g, dt)
+		trace, err := files.Read(f.importFile, "trace")
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		opts := profile.ImportOptions{OptimizedName: f.optimized}
+		if f.optimized != "" {
+			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
+				return &pipeline.InputError{Err: err}
+			}
+		}
+		res, err := profile.ImportWith(f.importFile, trace, g, dt, opts)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
 		p = res.Profile
 		fmt.Fprintf(summary, "imported %s (%s): %d node events, %d matched %d ops; %d ops have no time and keep the model's estimate\n",
 			f.importFile, p.Source, res.Events, res.Matched, len(p.Ops), res.Unmeasured)
+		fmt.Fprintf(summary, "matched %.1f%% of the trace's kernel time (%.3f of %.3f ms per run over %d runs; layout kernels %.3f ms)",
+			100*res.MatchedShare, res.MatchedMS, res.TraceMS, res.Runs, res.LayoutMS)
+		if res.RunMS > 0 {
+			fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
+		}
+		fmt.Fprintln(summary)
 		if n := len(p.Unmatched); n > 0 {
 			fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	default:
 		if dtName == "" {
@@ -228,8 +273,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		}
 		p = res.Profile
 		dt := p.DeviceType(dtName)
-		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s, bandwidth %.3g B/s, launch %.3g us\n",
-			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
+		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s (runs spread %.0f%%), bandwidth %.3g B/s, launch %.3g us\n",
+			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
 		if res.TimedOut > 0 {
 			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)
 		}

@@ -136,6 +136,41 @@ devices: [{name: cpu0, type: Workstation-CPU, host: h}]
 	}
 }
 
+// A real ONNX Runtime trace with the optimized model its session wrote:
+// every kernel maps, and the summary says so.
+func TestProfileImportOptimized(t *testing.T) {
+	model := filepath.Join(modelDir, "resnet50.onnx")
+	base := []string{"profile", model, "--shape", "input.1=1,3,224,224", "--import", filepath.Join(profileDir, "resnet50_b1_ort130_cpu.json"),
+		"--device-type", "Workstation-CPU", "--cluster", filepath.Join(clusterDir, "hetero.yaml"), "--out", filepath.Join(t.TempDir(), "p.json")}
+	code, stdout, stderr := invoke(t, append(base, "--optimized-model", filepath.Join(profileDir, "resnet50_b1_ort130_cpu.opt.onnx"))...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"232 matched 122 ops; 0 ops have no time", "matched 100.0% of the trace's kernel time (61.862 of 61.862 ms per run over 4 runs"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stderr, "warning") {
+		t.Errorf("warnings: %s", stderr)
+	}
+	// By name only it says the optimized model would map more.
+	code, _, stderr = invoke(t, base...)
+	if code != 0 || !strings.Contains(stderr, "warning: ONNX Runtime kernels mapped by name only") || !strings.Contains(stderr, "--optimized-model") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	for _, tc := range []struct{ opt, want string }{
+		{filepath.Join(profileDir, "resnet50_b1_ort130_cpu.json"), "resnet50_b1_ort130_cpu.json: not an ONNX model"},
+		{filepath.Join(profileDir, "bert_base_b1_ort130_cpu.opt.onnx"), "bert_base_b1_ort130_cpu.opt.onnx: shares no tensor name with the model"},
+		{filepath.Join(profileDir, "missing.opt.onnx"), "missing.opt.onnx: cannot read the optimized model"},
+	} {
+		code, _, stderr := invoke(t, append(base, "--optimized-model", tc.opt)...)
+		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
+			t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+		}
+	}
+}
+
 func TestProfileErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -150,6 +185,7 @@ func TestProfileErrors(t *testing.T) {
 	}{
 		{"gpu", []string{"profile", model, "--device", "gpu"}, "only cpu"},
 		{"import without type", []string{"profile", model, "--import", bad}, "--device-type"},
+		{"optimized without import", []string{"profile", model, "--optimized-model", bad}, "needs --import"},
 		{"unknown type", []string{"profile", model, "--import", bad, "--device-type", "Abacus"}, "no preset"},
 		{"bad trace", []string{"profile", model, "--import", bad, "--device-type", "V100-16GB"}, "bad.json"},
 		{"bad profile for plan", []string{"plan", model, "--cluster", filepath.Join(clusterDir, "4xV100.yaml"), "--profile", bad}, "bad.json"},

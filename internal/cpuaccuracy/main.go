@@ -1,0 +1,359 @@
+// Command cpuaccuracy measures how well opplace predicts CPU inference
+// time against ONNX Runtime, the runtime most ONNX users deploy with, on
+// this machine. It drives the opplace command line as a user would:
+//
+//	make build && go run ./internal/cpuaccuracy -out /tmp/cpuacc > docs/cpu-accuracy-table.md
+//
+// For each thread count (-threads, default 1,2) and each model it runs
+// `opplace profile MODEL --runtime onnxruntime` (a runnable copy with
+// random weights, timed, and its trace imported through the optimised
+// model), then predicts the model's time three ways with `opplace plan
+// --mode infer` on the one-CPU cluster that profile --cluster-out wrote:
+//
+//	(a) the CPU description alone (no profile);
+//	(b) a profile pooled from the fitting models' profiles only
+//	    (`profile --from A --from B ...`): for the held-out models this is
+//	    calibration that has never seen them;
+//	(c) the model's own profile.
+//
+// The measured time is the runtime's median over timed runs without
+// profiling. Models are split before anything is fitted: the fitting set
+// (-fit) and the held-out set (every other model); medians are reported
+// per set, so the held-out error is never an in-sample figure.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// modelCase is one model of the bench and the flags that bind its inputs.
+type modelCase struct {
+	name, path string
+	args       []string
+	// runs overrides -runs for slow models.
+	runs int
+}
+
+func cases(shared, heldout string) []modelCase {
+	img := func(n int) []string { return []string{"--shape", fmt.Sprintf("input.1=1,3,%d,%d", n, n)} }
+	c := []modelCase{
+		{name: "resnet50", path: filepath.Join(shared, "resnet50.onnx"), args: img(224)},
+		{name: "mobilenet_v2", path: filepath.Join(shared, "mobilenet_v2.onnx"), args: img(224)},
+		{name: "inception_v3", path: filepath.Join(shared, "inception_v3.onnx"), args: img(299)},
+		{name: "vgg16", path: filepath.Join(shared, "vgg16.onnx"), args: img(224), runs: 5},
+		{name: "bert_base", path: filepath.Join(shared, "bert_base.onnx"), args: []string{"--dim", "batch=1"}},
+		{name: "gpt2_small", path: filepath.Join(shared, "gpt2_small.onnx"), args: []string{"--dim", "batch=1"}, runs: 3},
+		{name: "transformer", path: filepath.Join(shared, "transformer.onnx"), runs: 3},
+	}
+	for _, n := range []string{"resnet18", "densenet121", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2", "regnet_y_400mf", "convnext_tiny"} {
+		c = append(c, modelCase{name: n, path: filepath.Join(heldout, n+".onnx"), args: img(224)})
+	}
+	c = append(c, modelCase{name: "gpt_mini", path: filepath.Join(heldout, "gpt_mini.onnx"), args: []string{"--dim", "batch=1"}})
+	return c
+}
+
+type config struct {
+	bin, out, lib, fusion string
+	threads               []int
+	runs                  int
+	fit                   []string
+	only                  []string
+}
+
+func main() {
+	var cfg config
+	var threads, fit, only string
+	flag.StringVar(&cfg.bin, "opplace", "bin/opplace", "the opplace binary")
+	flag.StringVar(&cfg.out, "out", "", "folder for profiles, cluster files and plans (default a temporary one)")
+	flag.StringVar(&cfg.lib, "onnxruntime-lib", "", "ONNX Runtime shared library (default: what opplace finds)")
+	flag.StringVar(&cfg.fusion, "fusion", "none", "--fusion for the predictions")
+	flag.StringVar(&threads, "threads", "1,2", "thread counts")
+	flag.IntVar(&cfg.runs, "runs", 10, "timed runs per model")
+	flag.StringVar(&fit, "fit", "resnet50,mobilenet_v2,inception_v3,bert_base", "models whose profiles are pooled for (b); the others are held out")
+	flag.StringVar(&only, "models", "", "comma-separated subset of models (default all)")
+	shared := flag.String("shared", "../shared/models", "the shared models")
+	heldout := flag.String("heldout", "testdata/models/heldout", "the held-out models")
+	flag.Parse()
+	for _, s := range strings.Split(threads, ",") {
+		t, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || t < 1 {
+			fatalf("-threads %q: want positive integers", threads)
+		}
+		cfg.threads = append(cfg.threads, t)
+	}
+	cfg.fit = strings.Split(fit, ",")
+	if only != "" {
+		cfg.only = strings.Split(only, ",")
+	}
+	if cfg.out == "" {
+		d, err := os.MkdirTemp("", "cpuaccuracy")
+		if err != nil {
+			fatalf("%v", err)
+		}
+		cfg.out = d
+	}
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	var all []modelCase
+	for _, c := range cases(*shared, *heldout) {
+		if cfg.only == nil || slices.Contains(cfg.only, c.name) {
+			all = append(all, c)
+		}
+	}
+	var rows []row
+	for _, t := range cfg.threads {
+		rows = append(rows, runThreads(cfg, all, t)...)
+	}
+	printTable(os.Stdout, cfg, rows)
+	if err := writeJSON(filepath.Join(cfg.out, "rows.json"), rows); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+// row is one model at one thread count.
+type row struct {
+	Model      string  `json:"model"`
+	Threads    int     `json:"threads"`
+	Heldout    bool    `json:"heldout"`
+	MeasuredMS float64 `json:"measured_ms"`
+	SpreadPct  float64 `json:"spread_pct"` // (p90-p10)/median of the timed runs
+	Matched    float64 `json:"matched_share"`
+	// Predicted step, by (a) the CPU description, (b) the pooled profile,
+	// (c) the model's own profile; 0 when the plan failed.
+	Default float64 `json:"default_ms"`
+	Pooled  float64 `json:"pooled_ms"`
+	Own     float64 `json:"own_ms"`
+	Err     string  `json:"error,omitempty"`
+}
+
+func runThreads(cfg config, all []modelCase, t int) []row {
+	dir := filepath.Join(cfg.out, fmt.Sprintf("t%d", t))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	clusterFile := filepath.Join(dir, "cpu.yaml")
+	var rows []row
+	var fitProfiles []string
+	for i, c := range all {
+		r := row{Model: c.name, Threads: t, Heldout: !slices.Contains(cfg.fit, c.name)}
+		runs := cfg.runs
+		if c.runs > 0 && c.runs < runs {
+			runs = c.runs
+		}
+		prof := filepath.Join(dir, c.name+".profile.json")
+		args := append([]string{"profile", c.path}, c.args...)
+		args = append(args, "--runtime", "onnxruntime", "--threads", strconv.Itoa(t), "--runs", strconv.Itoa(runs), "--out", prof)
+		if cfg.lib != "" {
+			args = append(args, "--onnxruntime-lib", cfg.lib)
+		}
+		if i == 0 {
+			args = append(args, "--cluster-out", clusterFile)
+		}
+		stdout, err := run(cfg.bin, args...)
+		if err != nil {
+			r.Err = err.Error()
+			rows = append(rows, r)
+			fmt.Fprintf(os.Stderr, "%s t=%d: %v\n", c.name, t, err)
+			continue
+		}
+		r.Matched = matchedShare(stdout)
+		var p struct {
+			Runtime struct {
+				MedianMS float64 `json:"model_median_ms"`
+				P10MS    float64 `json:"model_p10_ms"`
+				P90MS    float64 `json:"model_p90_ms"`
+			} `json:"runtime"`
+		}
+		if err := readJSON(prof, &p); err != nil {
+			fatalf("%v", err)
+		}
+		r.MeasuredMS = p.Runtime.MedianMS
+		if r.MeasuredMS > 0 {
+			r.SpreadPct = 100 * (p.Runtime.P90MS - p.Runtime.P10MS) / r.MeasuredMS
+		}
+		if !r.Heldout {
+			fitProfiles = append(fitProfiles, prof)
+		}
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "%s t=%d: measured %.2f ms (spread %.1f%%), matched %.0f%%\n", c.name, t, r.MeasuredMS, r.SpreadPct, 100*r.Matched)
+	}
+	pooled := filepath.Join(dir, "pooled.json")
+	args := []string{"profile"}
+	for _, p := range fitProfiles {
+		args = append(args, "--from", p)
+	}
+	args = append(args, "--out", pooled)
+	if _, err := run(cfg.bin, args...); err != nil {
+		fmt.Fprintf(os.Stderr, "pooling t=%d: %v\n", t, err)
+		pooled = ""
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Err != "" {
+			continue
+		}
+		c := all[slices.IndexFunc(all, func(c modelCase) bool { return c.name == r.Model })]
+		plan := func(profile string) float64 {
+			args := append([]string{"plan", c.path}, c.args...)
+			args = append(args, "--cluster", clusterFile, "--mode", "infer", "--fusion", cfg.fusion, "-o", "json")
+			if profile != "" {
+				args = append(args, "--profile", profile)
+			}
+			out, err := run(cfg.bin, args...)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s t=%d plan: %v\n", r.Model, t, err)
+				return 0
+			}
+			var p struct {
+				Step float64 `json:"predicted_step_ms"`
+			}
+			if err := json.Unmarshal(out, &p); err != nil {
+				return 0
+			}
+			return p.Step
+		}
+		r.Default = plan("")
+		if pooled != "" {
+			r.Pooled = plan(pooled)
+		}
+		r.Own = plan(filepath.Join(dir, r.Model+".profile.json"))
+	}
+	return rows
+}
+
+// matchedShare reads "... N% of kernel time matched ..." from profile's
+// summary; 0 when absent.
+func matchedShare(out []byte) float64 {
+	for _, line := range strings.Split(string(out), "\n") {
+		i := strings.Index(line, "% of")
+		if i < 0 || !strings.Contains(line[i:], "matched") {
+			continue
+		}
+		j := strings.LastIndexAny(line[:i], " (")
+		v, err := strconv.ParseFloat(line[j+1:i], 64)
+		if err == nil {
+			return v / 100
+		}
+	}
+	return 0
+}
+
+func run(bin string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return append(stdout.Bytes(), stderr.Bytes()...), nil
+}
+
+func relErr(pred, meas float64) float64 { return (pred - meas) / meas }
+
+func printTable(w *os.File, cfg config, rows []row) {
+	fmt.Fprintf(w, "Fitting set (pooled for b): %s. Predictions with --fusion %s.\n\n", strings.Join(cfg.fit, ", "), cfg.fusion)
+	fmt.Fprintln(w, "| model | set | threads | measured ms (spread) | matched | (a) description | (b) pooled calibration | (c) own trace |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	cell := func(pred, meas float64) string {
+		if pred <= 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f (%+.0f%%)", pred, 100*relErr(pred, meas))
+	}
+	for _, r := range rows {
+		set := "fit"
+		if r.Heldout {
+			set = "held out"
+		}
+		if r.Err != "" {
+			fmt.Fprintf(w, "| %s | %s | %d | failed: %s | | | | |\n", r.Model, set, r.Threads, firstLine(r.Err))
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.2f (%.0f%%) | %.0f%% | %s | %s | %s |\n", r.Model, set, r.Threads, r.MeasuredMS, r.SpreadPct,
+			100*r.Matched, cell(r.Default, r.MeasuredMS), cell(r.Pooled, r.MeasuredMS), cell(r.Own, r.MeasuredMS))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Median absolute error:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| set | threads | models | (a) description | (b) pooled calibration | (c) own trace |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, held := range []bool{false, true} {
+		for _, t := range cfg.threads {
+			var a, b, c []float64
+			for _, r := range rows {
+				if r.Heldout != held || r.Threads != t || r.Err != "" {
+					continue
+				}
+				add := func(s *[]float64, pred float64) {
+					if pred > 0 {
+						*s = append(*s, math.Abs(relErr(pred, r.MeasuredMS)))
+					}
+				}
+				add(&a, r.Default)
+				add(&b, r.Pooled)
+				add(&c, r.Own)
+			}
+			set := "fit (in sample)"
+			if held {
+				set = "held out"
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s |\n", set, t, len(a), pct(a), pct(b), pct(c))
+		}
+	}
+}
+
+func pct(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return fmt.Sprintf("%.1f%% (n=%d)", 100*m, len(s))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "cpuaccuracy: "+format+"\n", args...)
+	os.Exit(1)
+}
