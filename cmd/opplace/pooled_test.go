@@ -73,3 +73,78 @@ func TestProfilePooledErrors(t *testing.T) {
 		})
 	}
 }
+
+// One trace imported at 1 and 2 threads (the 2-thread times halved by
+// hand), pooled: plan --profile prices the CPU with the entry of the
+// cluster type's threads:, and warns when it has none.
+func TestProfileThreadsPlan(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(modelDir, "resnet50.onnx")
+	shape := []string{"--shape", "input.1=1,3,224,224"}
+	hetero := filepath.Join(clusterDir, "hetero.yaml")
+	var files []string
+	for _, th := range []string{"1", "2"} {
+		out := filepath.Join(dir, "t"+th+".json")
+		code, _, stderr := invoke(t, append([]string{"profile", model, "--import", filepath.Join(profileDir, "resnet50_b1_onnxruntime_cpu.json"),
+			"--device-type", "Workstation-CPU", "--cluster", hetero, "--threads", th, "--out", out}, shape...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if th == "2" {
+			p, err := profile.Load(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range p.Ops {
+				p.Ops[i].MedianMS /= 2
+			}
+			f, _ := os.Create(out)
+			if err := p.Write(f); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		files = append(files, out)
+	}
+	pooled := filepath.Join(dir, "pooled.json")
+	code, stdout, stderr := invoke(t, "profile", "--from", files[0], "--from", files[1], "--out", pooled)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"calibrated Workstation-CPU@1t", "calibrated Workstation-CPU@2t"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	step := func(threads string) (float64, string) {
+		cl := filepath.Join(dir, "cpu"+threads+".yaml")
+		if err := os.WriteFile(cl, []byte(`name: cpu
+device_types:
+  - {name: Workstation-CPU, base: CPU, peak_flops: {float32: 1T}, memory_bandwidth: 140.8GB/s, launch_overhead: 1us, memory: 128GiB, threads: `+threads+`}
+hosts: [{name: h, intra: {kind: pcie, bandwidth: 12GB/s, latency: 10us}}]
+devices: [{name: cpu0, type: Workstation-CPU, host: h}]
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := invoke(t, append([]string{"plan", model, "--cluster", cl, "--mode", "infer", "--fusion", "none", "--profile", pooled}, shape...)...)
+		if code != 0 {
+			t.Fatalf("threads %s: exit %d: %s", threads, code, stderr)
+		}
+		var p struct {
+			PredictedStepMS float64 `json:"predicted_step_ms"`
+		}
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.PredictedStepMS, stderr
+	}
+	one, w1 := step("1")
+	two, w2 := step("2")
+	four, w4 := step("4")
+	if r := one / two; r < 1.99 || r > 2.01 {
+		t.Errorf("1-thread step %.3f ms, 2-thread %.3f ms: want twice", one, two)
+	}
+	if four != two || !strings.Contains(w4, "runs 4 threads") || strings.Contains(w1+w2, "threads") {
+		t.Errorf("4 threads: step %.3f ms, warnings %q (1: %q, 2: %q)", four, w4, w1, w2)
+	}
+}
