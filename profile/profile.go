@@ -151,6 +151,20 @@ func WorkingSet(g *graph.Graph, id graph.OpID) int64 {
 	return b
 }
 
+// MissingFeatures counts p's measurements of kernel-launching ops with a
+// time but without their op's features (profiles written before they
+// were recorded).
+func (p *Profile) MissingFeatures() int {
+	n := 0
+	for i := range p.Ops {
+		m := &p.Ops[i]
+		if m.MedianMS > 0 && !m.HasFeatures() && Family(m.Type) != FamilyView {
+			n++
+		}
+	}
+	return n
+}
+
 // FillFeatures sets the features of p's measurements that name an op of
 // g computing the same thing (same name, and same OpKey where the
 // measurement has one) and returns how many it set. Measurements of other

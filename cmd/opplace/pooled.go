@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -43,11 +44,13 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		summary = cmd.OutOrStdout()
 	}
 	var ps []*profile.Profile
+	named := map[*profile.Profile]bool{} // profiles that name their model
 	for _, path := range f.from {
 		p, err := profile.Load(path)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
+		named[p] = p.Model != ""
 		if p.Model == "" {
 			p.Model = path
 		}
@@ -59,6 +62,7 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
+		named[p] = p.Model != ""
 		holdouts = append(holdouts, p)
 	}
 	if modelPath != "" {
@@ -73,6 +77,32 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		for _, p := range append(slices.Clone(ps), holdouts...) {
 			profile.FillFeatures(p, m.Graph)
 		}
+	}
+	// Profiles written before measurements carried their op's features
+	// are refitted from the model they name, at their batch (or the shape
+	// flags given); ops whose shapes then differ keep none, and the
+	// calibration's error says how to refit by hand.
+	for _, p := range append(slices.Clone(ps), holdouts...) {
+		if p.MissingFeatures() == 0 || !named[p] {
+			continue
+		}
+		if st, err := os.Stat(p.Model); err != nil || st.IsDir() {
+			continue
+		}
+		opts, err := f.options()
+		if err != nil {
+			return err
+		}
+		if opts.Batch == 0 && p.Batch > 0 {
+			opts.Batch = p.Batch
+		}
+		m, err := loadModel(p.Model, opts)
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: cannot refit its features from its model: %v\n", p.Model, err)
+			continue
+		}
+		n := profile.FillFeatures(p, m.Graph)
+		fmt.Fprintf(summary, "%s: profile without op features; %d measurements refitted from the model\n", p.Model, n)
 	}
 	merged := profile.Merge(ps)
 	var b bytes.Buffer

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,32 @@ devices: [{name: cpu0, type: Workstation-CPU, host: h}]
 	}
 	if four != two || !strings.Contains(w4, "runs 4 threads") || strings.Contains(w1+w2, "threads") {
 		t.Errorf("4 threads: step %.3f ms, warnings %q (1: %q, 2: %q)", four, w4, w1, w2)
+	}
+}
+
+// A profile written before features names its model: pooling refits it
+// from that model at the profile's batch.
+func TestProfilePooledRefitsOld(t *testing.T) {
+	dir := t.TempDir()
+	p, err := profile.Load(filepath.Join(profileDir, "bert_base_b1_gorgonia_cpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Model = filepath.Join(modelDir, "bert_base.onnx")
+	for i := range p.Ops {
+		p.Ops[i].FLOPs, p.Ops[i].Bytes, p.Ops[i].WorkingSet = 0, 0, 0
+	}
+	old := filepath.Join(dir, "old.json")
+	f, _ := os.Create(old)
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, stdout, stderr := invoke(t, "profile", "--from", filepath.Join(profileDir, "resnet50_b1_gorgonia_cpu.json"), "--from", old, "--out", filepath.Join(dir, "pooled.json"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := fmt.Sprintf("profile without op features; %d measurements refitted from the model", len(p.Ops)); !strings.Contains(stdout, want) {
+		t.Errorf("summary lacks %q:\n%s", want, stdout)
 	}
 }
