@@ -27,6 +27,11 @@ type DeviceType struct {
 	LaunchOverhead float64
 	// Memory is the default device memory in bytes.
 	Memory int64
+	// Threads is the thread count the device runs ops with (threads: in
+	// the cluster file; the cores given to a CPU device's runtime), 0 when
+	// not stated. It selects the calibration of that thread count in a
+	// profile (plan --profile).
+	Threads int
 	// Efficiency is the achievable-speed model: what fraction of the
 	// peaks above real kernels reach (docs/model.md#achievable-speed).
 	Efficiency Efficiency

@@ -49,6 +49,16 @@ var errorCases = []struct {
 	{"efficiency not a mapping", "device_types:\n  - name: T4\n    efficiency: 0.5\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency",
 		[]string{"expected a mapping"}},
 
+	// Threads.
+	{"threads zero", "device_types:\n  - name: cpu\n    base: CPU\n    threads: 0\ndevices: [{name: g, type: cpu}]\n", 4, "device_types[0].threads",
+		[]string{"threads must be a positive whole number", `"0"`}},
+	{"threads fraction", "device_types:\n  - {name: cpu, base: CPU, threads: 1.5}\ndevices: [{name: g, type: cpu}]\n", 2, "device_types[0].threads",
+		[]string{"threads must be a positive whole number", `"1.5"`}},
+	{"threads huge", "device_types:\n  - {name: cpu, base: CPU, threads: 999999}\ndevices: [{name: g, type: cpu}]\n", 2, "device_types[0].threads",
+		[]string{"threads 999999 is more than"}},
+	{"threads list", "device_types:\n  - {name: cpu, base: CPU, threads: [1, 2]}\ndevices: [{name: g, type: cpu}]\n", 2, "device_types[0].threads",
+		[]string{"expected"}},
+
 	// Required fields.
 	{"no devices", "name: x\n", 1, "", []string{`missing required field "devices"`}},
 	{"empty devices", "devices: []\n", 1, "devices", []string{"empty list"}},

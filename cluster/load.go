@@ -31,6 +31,8 @@ const (
 	// maxDevices is the most devices a cluster file may declare; it also
 	// keeps count: and all-pairs links from exhausting memory.
 	maxDevices = 1 << 14
+	// maxThreads bounds a device type's threads.
+	maxThreads = 1 << 16
 	// maxPairs bounds the links that all-pairs expansion may create.
 	maxPairs = 1 << 20
 )
@@ -41,7 +43,7 @@ const implicitHost = "host0"
 // Known keys, in the order error messages list them.
 var (
 	topKeys    = []string{"name", "device_types", "hosts", "devices", "links", "network"}
-	typeKeys   = []string{"name", "base", "peak_flops", "memory_bandwidth", "launch_overhead", "memory", "efficiency"}
+	typeKeys   = []string{"name", "base", "peak_flops", "memory_bandwidth", "launch_overhead", "memory", "threads", "efficiency"}
 	effKeys    = []string{"compute", "tensor", "tensor_conv", "matmul_half", "memory", "clock"}
 	hostKeys   = []string{"name", "intra"}
 	deviceKeys = []string{"name", "type", "host", "memory", "count"}
@@ -216,6 +218,18 @@ func (b *builder) deviceTypes(top *mapping) error {
 			t.Memory = int64(v)
 		} else if base == nil {
 			return b.ErrAt(m.Node, path, "missing required field %q (default device memory, like 16GiB; or give a base: preset)", "memory")
+		}
+		if s, n, ok, err := b.scalar(m, "threads"); err != nil {
+			return err
+		} else if ok {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 1 {
+				return b.ErrAt(n, m.Field("threads"), "threads must be a positive whole number (the cores a CPU device runs ops on), found %q", s)
+			}
+			if v > maxThreads {
+				return b.ErrAt(n, m.Field("threads"), "threads %d is more than %d", v, maxThreads)
+			}
+			t.Threads = v
 		}
 		if err := b.efficiency(m, t); err != nil {
 			return err

@@ -368,3 +368,29 @@ func TestPresetEfficiencySane(t *testing.T) {
 		}
 	}
 }
+
+// threads: is a device type's thread count; presets leave it 0 (not
+// stated) and a type based on another keeps the base's.
+func TestParseThreads(t *testing.T) {
+	src := `device_types:
+  - {name: cpu1, base: CPU, threads: 1}
+  - name: cpu2
+    base: cpu1
+    threads: 2
+  - {name: cpu-again, base: cpu2}
+devices:
+  - {name: a, type: cpu1}
+  - {name: b, type: cpu2}
+  - {name: c, type: cpu-again}
+  - {name: d, type: CPU}
+`
+	c, err := Parse([]byte(src), "threads.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, 2, 2, 0} {
+		if got := c.Devices[i].Type.Threads; got != want {
+			t.Errorf("device %s: threads %d, want %d", c.Devices[i].Name, got, want)
+		}
+	}
+}

@@ -98,10 +98,19 @@ func (r Roofline) ComputeEfficiencyOf(g *graph.Graph, id graph.OpID, dt *cluster
 		ce *= e.Clock
 	}
 	if e.MatmulHalf > 0 && matmul {
-		w := float64(op.Work.FLOPs)
-		ce *= w / (w + e.MatmulHalf)
+		ce *= Ramp(float64(op.Work.FLOPs), e.MatmulHalf)
 	}
 	return ce
+}
+
+// Ramp is the fraction of its achievable efficiency a matmul or
+// convolution of w FLOPs reaches, w/(w + half): half of it at half FLOPs
+// (cluster.Efficiency.MatmulHalf; profile calibration fits the same form).
+func Ramp(w, half float64) float64 {
+	if half <= 0 {
+		return 1
+	}
+	return w / (w + half)
 }
 
 // onTensorCores reports whether a matmul or convolution runs on dt's

@@ -24,7 +24,24 @@ const (
 	// FamilyAll is the fit over every measurement, used for families with
 	// too few of their own.
 	FamilyAll = "all"
+	// The groups: a family with too few ops of its own uses its group's
+	// fit. Compute families' fits have the efficiency ramp, memory ones'
+	// a cache level.
+	FamilyCompute = "compute"
+	FamilyMemory  = "memory"
 )
+
+// Group names the group of a family (FamilyCompute for conv and matmul,
+// FamilyMemory for the others); a group or FamilyAll is its own group.
+func Group(family string) string {
+	switch family {
+	case FamilyConv, FamilyMatMul, FamilyCompute:
+		return FamilyCompute
+	case FamilyAll:
+		return FamilyAll
+	}
+	return FamilyMemory
+}
 
 // Family names the calibration family of an op type.
 func Family(opType string) string {

@@ -135,7 +135,7 @@ func Measure(ctx context.Context, g *graph.Graph, opts MeasureOptions) (*Measure
 		med, p10, p90 := round6(median(times)), round6(quantile(times, 0.1)), round6(quantile(times, 0.9))
 		for _, id := range ids {
 			p.Ops = append(p.Ops, Measurement{
-				Name: g.Ops[id].Name, Key: k, Type: g.Ops[id].Type, Shapes: Shapes(g, id), DeviceType: name,
+				Name: g.Ops[id].Name, Key: k, Type: g.Ops[id].Type, Shapes: Shapes(g, id), DeviceType: name, Threads: dt.Threads,
 				MedianMS: med, P10MS: p10, P90MS: p90, Runs: len(times),
 			})
 		}
@@ -146,6 +146,7 @@ func Measure(ctx context.Context, g *graph.Graph, opts MeasureOptions) (*Measure
 	for _, u := range unsup {
 		p.Unsupported = append(p.Unsupported, *u)
 	}
+	FillFeatures(p, g)
 	p.Sort()
 	res.Profile = p
 	return res, nil

@@ -19,13 +19,22 @@ type Model struct {
 	// Base prices device types the profile knows nothing of; nil means
 	// cost.Roofline{}.
 	Base  cost.Model
-	named map[[2]string]Measurement
-	keyed map[[2]string]float64
-	types map[string]*DeviceType
+	named map[entryKey]Measurement
+	keyed map[entryKey]float64
+	// types lists each device type name's entries (one per thread count)
+	// in file order.
+	types map[string][]*DeviceType
 	// names lists the profile's device types in file order; batch is the
 	// profile's Batch.
 	names []string
 	batch int64
+}
+
+// entryKey is a device type entry (name, threads) and an op name or key.
+type entryKey struct {
+	dt      string
+	threads int
+	op      string
 }
 
 // NewModel indexes a profile's measurements.
@@ -33,21 +42,24 @@ func NewModel(p *Profile, base cost.Model) *Model {
 	if base == nil {
 		base = cost.Roofline{}
 	}
-	m := &Model{Base: base, named: map[[2]string]Measurement{}, keyed: map[[2]string]float64{}, types: map[string]*DeviceType{}}
+	m := &Model{Base: base, named: map[entryKey]Measurement{}, keyed: map[entryKey]float64{}, types: map[string][]*DeviceType{}}
 	for _, ms := range p.Ops {
 		if ms.Name != "" {
-			m.named[[2]string{ms.DeviceType, ms.Name}] = ms
+			m.named[entryKey{ms.DeviceType, ms.Threads, ms.Name}] = ms
 		}
 		if ms.Key != "" {
-			k := [2]string{ms.DeviceType, ms.Key}
+			k := entryKey{ms.DeviceType, ms.Threads, ms.Key}
 			if _, dup := m.keyed[k]; !dup {
 				m.keyed[k] = ms.MedianMS / 1e3
 			}
 		}
 	}
 	for i := range p.DeviceTypes {
-		m.types[p.DeviceTypes[i].Name] = &p.DeviceTypes[i]
-		m.names = append(m.names, p.DeviceTypes[i].Name)
+		d := &p.DeviceTypes[i]
+		if len(m.types[d.Name]) == 0 {
+			m.names = append(m.names, d.Name)
+		}
+		m.types[d.Name] = append(m.types[d.Name], d)
 	}
 	m.batch = p.Batch
 	return m
@@ -74,11 +86,45 @@ func (m *Model) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) fl
 	return t
 }
 
+// Entry is the profile's entry for cluster device type dt: the one of its
+// name measured at dt.Threads; when dt.Threads is 0 (not stated), or no
+// entry has it, the entry of the nearest thread count, ties to the first
+// (entries that do not state theirs count as nearest to any). Exact
+// reports whether the thread counts agree (or either is not stated).
+// Nil when the profile has no entry of that name.
+func (m *Model) Entry(dt *cluster.DeviceType) (e *DeviceType, exact bool) {
+	entries := m.types[dt.Name]
+	if len(entries) == 0 {
+		return nil, false
+	}
+	if dt.Threads == 0 {
+		return entries[0], true
+	}
+	best, dist := entries[0], -1
+	for _, d := range entries {
+		k := d.Threads - dt.Threads
+		if d.Threads == 0 {
+			k = 0
+		}
+		if k < 0 {
+			k = -k
+		}
+		if dist < 0 || k < dist {
+			best, dist = d, k
+		}
+	}
+	return best, dist == 0
+}
+
 // Lookup is OpTime with where the time came from.
 func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (float64, Source) {
 	op := &g.Ops[id]
+	pt, _ := m.Entry(dt)
+	if pt == nil {
+		return m.Base.OpTime(g, id, dt), FromBase
+	}
 	key := ""
-	if ms, ok := m.named[[2]string{dt.Name, op.Name}]; ok {
+	if ms, ok := m.named[entryKey{pt.Name, pt.Threads, op.Name}]; ok {
 		key = OpKey(g, id)
 		if ms.Key == "" || ms.Key == key {
 			return ms.MedianMS / 1e3, FromName
@@ -88,11 +134,11 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 		if key == "" {
 			key = OpKey(g, id)
 		}
-		if t, ok := m.keyed[[2]string{dt.Name, key}]; ok {
+		if t, ok := m.keyed[entryKey{pt.Name, pt.Threads, key}]; ok {
 			return t, FromKey
 		}
 	}
-	if pt := m.types[dt.Name]; pt != nil && pt.Calibration != nil {
+	if pt.Calibration != nil {
 		return pt.Calibration.Predict(g, id, pt), FromCalibration
 	}
 	return m.Base.OpTime(g, id, dt), FromBase
@@ -107,10 +153,19 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 // (so without shapes) are used as measured, whatever the batch.
 func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string {
 	var here []*cluster.DeviceType
+	var advice []string
 	for i := range c.Devices {
 		dt := c.Devices[i].Type
 		if m.types[dt.Name] != nil && !slices.Contains(here, dt) {
 			here = append(here, dt)
+			if e, exact := m.Entry(dt); !exact {
+				var have []string
+				for _, d := range m.types[dt.Name] {
+					have = append(have, fmt.Sprint(d.Threads))
+				}
+				advice = append(advice, fmt.Sprintf("device type %s runs %d threads in cluster %q, but the profile measured and calibrated it at %s threads only: it uses the %d-thread times and calibration, which do not carry the speed-up of other thread counts; measure at %d threads and pool that profile with this one",
+					dt.Name, dt.Threads, c.Name, strings.Join(have, ", "), e.Threads, dt.Threads))
+			}
 		}
 	}
 	if len(here) == 0 {
@@ -125,7 +180,8 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 		}
 		priced++
 		for _, dt := range here {
-			ms, named := m.named[[2]string{dt.Name, g.Ops[i].Name}]
+			e, _ := m.Entry(dt)
+			ms, named := m.named[entryKey{e.Name, e.Threads, g.Ops[i].Name}]
 			_, src := m.Lookup(g, graph.OpID(i), dt)
 			if src == FromName && ms.Key == "" {
 				keyless++
@@ -142,14 +198,14 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 		}
 	}
 	if other == 0 && (keyless == 0 || !otherBatch) {
-		return nil
+		return advice
 	}
 	why := fmt.Sprintf("the profile measured %d of this plan's ops at other shapes", other)
 	if otherBatch {
 		why = fmt.Sprintf("the profile was measured at batch %d and this plan is at batch %d", m.batch, batch)
 	}
 	others := "the roofline"
-	if slices.ContainsFunc(here, func(dt *cluster.DeviceType) bool { return m.types[dt.Name].Calibration != nil }) {
+	if slices.ContainsFunc(here, func(dt *cluster.DeviceType) bool { e, _ := m.Entry(dt); return e.Calibration != nil }) {
 		others = "the roofline calibrated to the measurements"
 	}
 	msg := fmt.Sprintf("%s: %d of %d ops have the measured shapes and use their measured times; the others are priced by %s, which scales with each op's FLOPs and bytes",
@@ -157,5 +213,5 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 	if keyless > 0 {
 		msg += fmt.Sprintf("; %d op(s) have times without shapes (no key), used as measured", keyless)
 	}
-	return []string{msg}
+	return append(advice, msg)
 }

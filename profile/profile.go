@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
 )
@@ -86,7 +87,13 @@ type DeviceType struct {
 	// (p90 - p10) / median; 0 when the peak is a datasheet figure.
 	PeakSpread float64 `json:"peak_spread,omitempty"`
 	// Memory is the device memory in bytes, for a cluster file.
-	Memory      int64        `json:"memory_bytes,omitempty"`
+	Memory int64 `json:"memory_bytes,omitempty"`
+	// Threads is the thread count the device ran the ops with (the cores
+	// of a CPU device given to the runtime), 0 when not stated. A profile
+	// may hold one device type name at several thread counts; each entry
+	// has its own measurements (Measurement.Threads) and calibration, and
+	// a cluster device type selects the entry of its Threads.
+	Threads     int          `json:"threads,omitempty"`
 	Calibration *Calibration `json:"calibration,omitempty"`
 }
 
@@ -98,6 +105,7 @@ func (d *DeviceType) Cluster() *cluster.DeviceType {
 		MemoryBandwidth: d.MemoryBandwidth,
 		LaunchOverhead:  d.LaunchOverhead,
 		Memory:          d.Memory,
+		Threads:         d.Threads,
 	}
 }
 
@@ -116,6 +124,84 @@ type Measurement struct {
 	P10MS    float64 `json:"p10_ms"`
 	P90MS    float64 `json:"p90_ms"`
 	Runs     int     `json:"runs"`
+	// Threads is the device type's thread count the op ran at (the
+	// DeviceType entry of this name and Threads), 0 when not stated.
+	Threads int `json:"threads,omitempty"`
+	// The op's features when it was measured, which a calibration pooled
+	// over several models' profiles fits to without their graphs: FLOPs
+	// (graph.Work), bytes moved (every input read and output written once,
+	// cost.BytesMoved) and the working set (the bytes of the distinct
+	// tensors it touches, for the cache term). Bytes is 0 in profiles
+	// written before they were recorded (HasFeatures); FillFeatures adds
+	// them from the model's graph.
+	FLOPs      int64 `json:"flops,omitempty"`
+	Bytes      int64 `json:"bytes,omitempty"`
+	WorkingSet int64 `json:"working_set_bytes,omitempty"`
+}
+
+// HasFeatures reports whether the measurement carries its op's features
+// (every kernel-launching op moves some bytes).
+func (m *Measurement) HasFeatures() bool { return m.Bytes > 0 }
+
+// SetFeatures records op id's features in m (and its type, if m has none).
+func (m *Measurement) SetFeatures(g *graph.Graph, id graph.OpID) {
+	if m.Type == "" {
+		m.Type = g.Ops[id].Type
+	}
+	m.FLOPs = g.Ops[id].Work.FLOPs
+	m.Bytes = cost.BytesMoved(g, id)
+	m.WorkingSet = WorkingSet(g, id)
+}
+
+// WorkingSet is the bytes of the distinct tensors op id reads or writes:
+// what must stay in cache for a repeated run of it to hit there.
+func WorkingSet(g *graph.Graph, id graph.OpID) int64 {
+	op := &g.Ops[id]
+	seen := map[graph.TensorID]bool{}
+	var b int64
+	for _, ts := range [][]graph.TensorID{op.Inputs, op.Outputs} {
+		for _, t := range ts {
+			if !seen[t] {
+				seen[t] = true
+				b += g.Tensors[t].Bytes()
+			}
+		}
+	}
+	return b
+}
+
+// MissingFeatures counts p's measurements of kernel-launching ops with a
+// time but without their op's features (profiles written before they
+// were recorded).
+func (p *Profile) MissingFeatures() int {
+	n := 0
+	for i := range p.Ops {
+		m := &p.Ops[i]
+		if m.MedianMS > 0 && !m.HasFeatures() && Family(m.Type) != FamilyView {
+			n++
+		}
+	}
+	return n
+}
+
+// FillFeatures sets the features of p's measurements that name an op of
+// g computing the same thing (same name, and same OpKey where the
+// measurement has one) and returns how many it set. Measurements of other
+// models' ops are left as they are, so filling from the wrong model is
+// harmless. Measure and ImportBytes call it; it also upgrades a profile
+// written before features were recorded.
+func FillFeatures(p *Profile, g *graph.Graph) int {
+	n := 0
+	for i := range p.Ops {
+		m := &p.Ops[i]
+		id, ok := g.OpByName(m.Name)
+		if !ok || m.Key != "" && m.Key != OpKey(g, id) {
+			continue
+		}
+		m.SetFeatures(g, id)
+		n++
+	}
+	return n
 }
 
 // Unsupported counts ops of one type that were not measured.
@@ -156,7 +242,7 @@ func Shapes(g *graph.Graph, id graph.OpID) string {
 	return b.String()
 }
 
-// DeviceType returns the named device type, or nil.
+// DeviceType returns the (first) device type of that name, or nil.
 func (p *Profile) DeviceType(name string) *DeviceType {
 	for i := range p.DeviceTypes {
 		if p.DeviceTypes[i].Name == name {
@@ -166,6 +252,36 @@ func (p *Profile) DeviceType(name string) *DeviceType {
 	return nil
 }
 
+// DeviceTypeAt returns the device type of that name measured at threads
+// threads; threads 0 means the first entry of the name. Nil when none.
+func (p *Profile) DeviceTypeAt(name string, threads int) *DeviceType {
+	if threads == 0 {
+		return p.DeviceType(name)
+	}
+	for i := range p.DeviceTypes {
+		if p.DeviceTypes[i].Name == name && p.DeviceTypes[i].Threads == threads {
+			return &p.DeviceTypes[i]
+		}
+	}
+	return nil
+}
+
+// entry returns the device type of that name and exactly that thread
+// count (0: not stated), or nil.
+func (p *Profile) entry(name string, threads int) *DeviceType {
+	for i := range p.DeviceTypes {
+		if p.DeviceTypes[i].Name == name && p.DeviceTypes[i].Threads == threads {
+			return &p.DeviceTypes[i]
+		}
+	}
+	return nil
+}
+
+// of reports whether measurement m was taken on device type entry d.
+func (d *DeviceType) of(m *Measurement) bool {
+	return m.DeviceType == d.Name && m.Threads == d.Threads
+}
+
 // Sort orders ops by device type then name, and the other lists by name,
 // so a profile's file is byte-identical for the same measurements.
 func (p *Profile) Sort() {
@@ -173,9 +289,17 @@ func (p *Profile) Sort() {
 		if c := strings.Compare(a.DeviceType, b.DeviceType); c != 0 {
 			return c
 		}
+		if a.Threads != b.Threads {
+			return a.Threads - b.Threads
+		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	slices.SortStableFunc(p.DeviceTypes, func(a, b DeviceType) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(p.DeviceTypes, func(a, b DeviceType) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return a.Threads - b.Threads
+	})
 	slices.SortStableFunc(p.Unsupported, func(a, b Unsupported) int { return strings.Compare(a.Type, b.Type) })
 	slices.Sort(p.Unmatched)
 }
@@ -224,6 +348,14 @@ func (p *Profile) validate() error {
 		if !(d.PeakFLOPS > 0) || !(d.MemoryBandwidth > 0) || d.LaunchOverhead < 0 {
 			return fmt.Errorf("device type %q: peak_flops and memory_bandwidth must be positive, launch_overhead_s non-negative", d.Name)
 		}
+		if d.Threads < 0 {
+			return fmt.Errorf("device type %q: threads %d must be positive, or absent when not stated", d.Name, d.Threads)
+		}
+		for _, e := range p.DeviceTypes[:i] {
+			if e.Name == d.Name && e.Threads == d.Threads {
+				return fmt.Errorf("device type %q at threads %d is listed twice", d.Name, d.Threads)
+			}
+		}
 	}
 	for i, m := range p.Ops {
 		if m.Name == "" && m.Key == "" {
@@ -234,6 +366,9 @@ func (p *Profile) validate() error {
 		}
 		if !(m.MedianMS >= 0) {
 			return fmt.Errorf("op %q: median_ms must be a non-negative number", m.Name)
+		}
+		if m.FLOPs < 0 || m.Bytes < 0 || m.WorkingSet < 0 || m.Threads < 0 {
+			return fmt.Errorf("op %q: flops, bytes, working_set_bytes and threads must be non-negative", m.Name)
 		}
 	}
 	return nil

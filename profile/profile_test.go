@@ -138,7 +138,8 @@ func TestModelLookup(t *testing.T) {
 	}
 }
 
-// Calibration recovers efficiencies that generated the measurements.
+// Calibration recovers efficiencies that generated the measurements (an
+// elementwise family: flat efficiencies and a fitted overhead).
 func TestCalibrateRecoversFactors(t *testing.T) {
 	g := graph.New("fit", 0, 0)
 	dt := profile.DeviceType{Name: "d", PeakFLOPS: 1e9, MemoryBandwidth: 1e9, LaunchOverhead: 1e-6}
@@ -154,7 +155,7 @@ func TestCalibrateRecoversFactors(t *testing.T) {
 		}
 		x, _ := g.AddTensor(graph.Tensor{Name: "x" + string(rune('a'+i)), DType: graph.Float32, Shape: []int64{n}, ShapeKnown: true, Kind: graph.Input})
 		y, _ := g.AddTensor(graph.Tensor{Name: "y" + string(rune('a'+i)), DType: graph.Float32, Shape: []int64{n}, ShapeKnown: true})
-		id, err := g.AddOp(graph.Op{Name: "op" + string(rune('a'+i)), Type: "MatMul", Inputs: []graph.TensorID{x}, Outputs: []graph.TensorID{y}, Work: graph.Work{FLOPs: flops}})
+		id, err := g.AddOp(graph.Op{Name: "op" + string(rune('a'+i)), Type: "Relu", Inputs: []graph.TensorID{x}, Outputs: []graph.TensorID{y}, Work: graph.Work{FLOPs: flops}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,8 +167,8 @@ func TestCalibrateRecoversFactors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := cal.Fit(profile.FamilyMatMul)
-	if f == nil || math.Abs(f.ComputeEfficiency-ce) > 1e-3 || math.Abs(f.MemoryEfficiency-me) > 1e-3 || math.Abs(f.OverheadS-oh) > 1e-8 {
+	f := cal.Fit(profile.FamilyElementwise)
+	if f == nil || f.Family != profile.FamilyElementwise || math.Abs(f.ComputeEfficiency-ce) > 1e-3 || math.Abs(f.MemoryEfficiency-me) > 1e-3 || math.Abs(f.OverheadS-oh) > 1e-8 {
 		t.Fatalf("fit %+v, want %g %g %g", f, ce, me, oh)
 	}
 	if cal.After.MedianRelErr > 1e-4 || cal.Before.MedianRelErr < 0.3 {

@@ -345,7 +345,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			}
 		}
 		p.Ops = append(p.Ops, Measurement{
-			Name: g.Ops[i].Name, Key: OpKey(g, id), Type: g.Ops[i].Type, Shapes: Shapes(g, id), DeviceType: dt.Name,
+			Name: g.Ops[i].Name, Key: OpKey(g, id), Type: g.Ops[i].Type, Shapes: Shapes(g, id), DeviceType: dt.Name, Threads: dt.Threads,
 			MedianMS: round6(median(ms)), P10MS: round6(quantile(ms, 0.1)), P90MS: round6(quantile(ms, 0.9)), Runs: len(ms),
 		})
 		res.Shares = append(res.Shares, OpShare{Name: g.Ops[i].Name, MS: total[i] / 1e3 / runsF})
@@ -378,6 +378,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
 			atenPerRun, 100*res.MatchedShare, res.Unmeasured))
 	}
+	FillFeatures(p, g)
 	p.Sort()
 	res.Profile = p
 	return res, nil

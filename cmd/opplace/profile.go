@@ -27,7 +27,9 @@ type profileFlags struct {
 	deviceType string
 	importFile string
 	optimized  string
-	from       string
+	from       []string
+	holdout    []string
+	threads    int
 	cluster    string
 	out        string
 	clusterOut string
@@ -37,7 +39,6 @@ type profileFlags struct {
 	maxTime    time.Duration
 	// --runtime onnxruntime
 	runtime       string
-	threads       int
 	ortLib        string
 	keepTrace     string
 	keepOptimized string
@@ -48,7 +49,7 @@ func init() { commands = append(commands, newProfileCmd) }
 func newProfileCmd() *cobra.Command {
 	f := &profileFlags{}
 	cmd := &cobra.Command{
-		Use:   "profile MODEL",
+		Use:   "profile [MODEL]",
 		Short: "Measure or import per-operator times and calibrate the cost model",
 		Long: `profile makes a profile of MODEL's operators: measured times that
 'opplace plan --profile FILE' uses instead of the roofline estimate on the
@@ -97,10 +98,35 @@ Adds) is measured in ONNX Runtime at the same thread count. --keep-trace and
 --keep-optimized save the raw trace and the optimized model (weights
 stripped).
 
-Every way, the roofline is calibrated to the measurements (per op family:
-achieved fraction of peak FLOP/s and bandwidth plus a fixed overhead, fitted by
-least squares) and --report prints the error before and after. --from FILE
-re-reads a profile instead of measuring.
+Every way the roofline is calibrated to the measurements and --report prints
+the error before and after. The calibration is per op family (conv, matmul,
+elementwise, reduce, movement, pool, other; families with fewer than 5 distinct
+ops use their group's fit, compute or memory, else the fit over all ops):
+
+  time = max(FLOPs / (peak x e_max x W/(W + W_half)),
+             bytes / (bandwidth x e_mem)) + overhead
+
+conv and matmul fit the ramp (e_max, W_half, W = the op's FLOPs); the other
+families fit their overhead and, where it fits better, a cache level: ops whose
+working set is at most a fitted size reach a second, fitted bandwidth. The fit
+minimises the squared log of predicted/measured (relative error).
+
+--from FILE re-reads a profile instead of measuring. With MODEL its
+measurements are matched to MODEL's ops (bind the shapes it was measured at),
+which also refits profiles written before measurements carried their op's
+features. Repeat --from to pool profiles of several models (MODEL is then
+optional: the features stored with each measurement are enough): the output
+keeps every measurement, so each model's own ops still match, and one
+calibration per device type and thread count fitted to all of them; --report
+lists the models pooled and the error per family, --holdout FILE prices another
+model's profile with the pooled calibration (per family and whole model).
+
+--threads N records the thread count the times were measured at on the device
+type (cluster files' threads:; with --runtime onnxruntime it is also the
+intra-op thread count it runs at, 1 if not given); a profile may hold one device type at several
+thread counts (pool them with --from) and plan --profile uses the entry of the
+cluster device type's threads. gorgonia runs on GOMAXPROCS threads: measure
+one thread with GOMAXPROCS=1 opplace profile MODEL --threads 1.
 
 Without --out the profile goes to stdout (and the summary to stderr).`,
 		Example: `  # Measure ResNet-50 at batch 1 on this CPU, with a cluster file for it
@@ -121,12 +147,26 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
       --optimized-model testdata/profiles/resnet50_b1_ort130_cpu.opt.onnx \
       --device-type Workstation-CPU --cluster testdata/clusters/hetero.yaml --out r50.ort.json
 
+  # Pool three models' profiles into one calibration; check it on a fourth
+  opplace profile --from resnet50.cpu.json --from bert.cpu.json \
+      --from vgg16.cpu.json --holdout inception.cpu.json --out pooled.json --report
+
   # Plan with the measured times
   opplace plan testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
       --cluster cpu.yaml --profile resnet50.cpu.json --mode infer`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runProfile(cmd, args[0], f)
+			model := ""
+			if len(args) == 1 {
+				model = args[0]
+			}
+			if len(f.from) > 1 || len(f.from) == 1 && model == "" {
+				return runPooled(cmd, model, f)
+			}
+			if model == "" {
+				return usageError{errors.New("profile needs MODEL (to measure, or with --import), or --from FILE (repeatable) to calibrate from profiles")}
+			}
+			return runProfile(cmd, model, f)
 		},
 	}
 	f.register(cmd)
@@ -135,7 +175,9 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.deviceType, "device-type", "", "device type the times are for (default local-cpu when measuring; required with --import)")
 	fl.StringVar(&f.importFile, "import", "", "import this ONNX Runtime profile or Chrome trace instead of measuring")
 	fl.StringVar(&f.optimized, "optimized-model", "", "with --import of an ONNX Runtime profile: the optimized model the session wrote (SessionOptions.optimized_model_filepath), to map fused and renamed kernels")
-	fl.StringVar(&f.from, "from", "", "read this profile instead of measuring (to re-calibrate or --report)")
+	fl.StringArrayVar(&f.from, "from", nil, "read this profile instead of measuring (to re-calibrate or --report); repeat to pool several models' profiles")
+	fl.StringArrayVar(&f.holdout, "holdout", nil, "with --from: price this (held-out) profile's measurements with the calibration and print the error (repeatable)")
+	fl.IntVar(&f.threads, "threads", 0, "thread count the times were measured at, recorded on the device type (0: not stated); with --runtime onnxruntime the intra-op threads it runs at (default 1); with --from, calibrate only that thread count")
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file whose device type --device-type names (for --import's roofline)")
 	fl.StringVarP(&f.out, "out", "o", "", "write the profile to this file (default stdout)")
 	fl.StringVar(&f.clusterOut, "cluster-out", "", "write a one-device cluster file of the measured CPU")
@@ -144,7 +186,6 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.IntVar(&f.warmup, "warmup", 2, "untimed warm-up runs per distinct op, or of the whole model with --runtime onnxruntime")
 	fl.DurationVar(&f.maxTime, "max-time", 0, "stop measuring after this long (e.g. 60s); ops not reached keep the model's estimate")
 	fl.StringVar(&f.runtime, "runtime", runtimeGorgonia, "what measures: gorgonia (each distinct op, pure-Go kernels) or onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler)")
-	fl.IntVar(&f.threads, "threads", 1, "intra-op threads for --runtime onnxruntime (the peak is measured at the same count)")
 	fl.StringVar(&f.ortLib, "onnxruntime-lib", "", "ONNX Runtime shared library (default $OPPLACE_ONNXRUNTIME, ./node_modules/onnxruntime-node, .cache/onnxruntime-node, /usr/lib, /usr/local/lib)")
 	fl.StringVar(&f.keepTrace, "keep-trace", "", "with --runtime onnxruntime, save ONNX Runtime's profiling JSON of the timed runs here")
 	fl.StringVar(&f.keepOptimized, "keep-optimized", "", "with --runtime onnxruntime, save the model as ONNX Runtime optimized it (large weights stripped) here")
@@ -156,8 +197,12 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if err != nil {
 		return err
 	}
+	from := ""
+	if len(f.from) == 1 {
+		from = f.from[0]
+	}
 	sources := 0
-	for _, s := range []string{f.importFile, f.from} {
+	for _, s := range []string{f.importFile, from} {
 		if s != "" {
 			sources++
 		}
@@ -171,24 +216,24 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--optimized-model maps an --import trace's kernels; it needs --import TRACE")}
 	case f.importFile != "" && f.deviceType == "":
 		return usageError{errors.New("--import needs --device-type NAME: the device type the trace ran on (a preset such as V100-16GB, or a type of --cluster)")}
-	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0:
-		return usageError{errors.New("--runs must be at least 1, --warmup and --max-time non-negative")}
-	case f.clusterOut != "" && (f.importFile != "" || f.from != ""):
+	case f.runs < 1 || f.warmup < 0 || f.maxTime < 0 || f.threads < 0:
+		return usageError{errors.New("--runs must be at least 1, --warmup, --max-time and --threads non-negative")}
+	case len(f.holdout) > 0:
+		return usageError{errors.New("--holdout checks a calibration made --from profiles; give --from FILE")}
+	case f.clusterOut != "" && (f.importFile != "" || from != ""):
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	case f.runtime != runtimeGorgonia && f.runtime != runtimeONNXRuntime:
 		return usageError{fmt.Errorf("--runtime %q: want gorgonia or onnxruntime", f.runtime)}
 	case f.runtime == runtimeONNXRuntime && sources > 0:
 		return usageError{errors.New("--runtime onnxruntime measures; it excludes --import and --from")}
-	case f.runtime != runtimeONNXRuntime && (f.keepTrace != "" || f.keepOptimized != "" || f.ortLib != "" || f.threads != 1):
-		return usageError{errors.New("--threads, --onnxruntime-lib, --keep-trace and --keep-optimized need --runtime onnxruntime")}
+	case f.runtime != runtimeONNXRuntime && (f.keepTrace != "" || f.keepOptimized != "" || f.ortLib != ""):
+		return usageError{errors.New("--onnxruntime-lib, --keep-trace and --keep-optimized need --runtime onnxruntime")}
 	case f.runtime == runtimeONNXRuntime && f.maxTime > 0:
 		return usageError{errors.New("--max-time bounds gorgonia's per-op measurement; --runtime onnxruntime runs the whole model --warmup + --runs times")}
-	case f.threads < 1:
-		return usageError{fmt.Errorf("--threads %d: must be at least 1", f.threads)}
 	}
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: modelPath}, {What: "the trace", Path: f.importFile},
 		{What: "the optimized model", Path: f.optimized},
-		{What: "the profile", Path: f.from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
+		{What: "the profile", Path: from}, {What: "the cluster file", Path: f.cluster}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--out", Path: f.out}, output.File{What: "--cluster-out", Path: f.clusterOut},
 		output.File{What: "--keep-trace", Path: f.keepTrace}, output.File{What: "--keep-optimized", Path: f.keepOptimized}); err != nil {
 		return err
@@ -216,8 +261,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			return err
 		}
 		p = ortRes.profile
-	case f.from != "":
-		if p, err = profile.Load(f.from); err != nil {
+	case from != "":
+		if p, err = profile.Load(from); err != nil {
 			return &pipeline.InputError{Err: err}
 		}
 		if dtName == "" && len(p.DeviceTypes) > 0 {
@@ -228,6 +273,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if err != nil {
 			return err
 		}
+		dt.Threads = f.threads
 		trace, err := files.Read(f.importFile, "trace")
 		if err != nil {
 			return &pipeline.InputError{Err: err}
@@ -251,8 +297,10 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if dtName == "" {
 			dtName = profile.DefaultCPUType
 		}
+		cpu := profile.MeasureCPU()
+		cpu.Threads = f.threads
 		res, err := profile.Measure(cmd.Context(), g, profile.MeasureOptions{
-			DeviceType: dtName, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime,
+			DeviceType: dtName, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime, CPU: &cpu,
 		})
 		if err != nil {
 			return err
@@ -270,7 +318,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	}
 	p.Model = modelPath
 	if p.DeviceType(dtName) == nil {
-		return &pipeline.InputError{Err: fmt.Errorf("%s: the profile has no device type %q", f.from, dtName)}
+		return &pipeline.InputError{Err: fmt.Errorf("%s: the profile has no device type %q", from, dtName)}
 	}
 	cal, err := profile.Calibrate(p, g, dtName)
 	if err != nil {
@@ -339,17 +387,11 @@ func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.
 	dt := p.DeviceType(dtName)
 	var b bytes.Buffer
 	if c := dt.Calibration; c != nil {
-		fmt.Fprintf(&b, "\nfamily        ops  compute eff  memory eff  overhead\n")
-		for _, f := range c.Families {
-			fmt.Fprintf(&b, "%-12s %4d  %11.3f  %10.3f  %7.1fus\n", f.Family, f.Samples, f.ComputeEfficiency, f.MemoryEfficiency, f.OverheadS*1e6)
-		}
-		fmt.Fprintf(&b, "\nrelative error   median    p90   (%d distinct ops)\n", c.Before.Samples)
-		fmt.Fprintf(&b, "roofline        %6.1f%% %6.1f%%\n", 100*c.Before.MedianRelErr, 100*c.Before.P90RelErr)
-		fmt.Fprintf(&b, "calibrated      %6.1f%% %6.1f%%\n", 100*c.After.MedianRelErr, 100*c.After.P90RelErr)
+		writeCalibration(&b, c)
 		samples := profile.Samples(p, g, dt)
 		slices.SortStableFunc(samples, func(x, y profile.Sample) int {
-			ex := relErr(c.Fit(x.Family), x)
-			ey := relErr(c.Fit(y.Family), y)
+			ex := relErr(c.Fit(x.Family), x, dt)
+			ey := relErr(c.Fit(y.Family), y, dt)
 			switch {
 			case ex > ey:
 				return -1
@@ -360,7 +402,7 @@ func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.
 		})
 		fmt.Fprintf(&b, "\nworst predicted after calibration:\n")
 		for _, s := range samples[:min(5, len(samples))] {
-			pred := predictSample(c.Fit(s.Family), s)
+			pred := s.Predict(c.Fit(s.Family), dt)
 			fmt.Fprintf(&b, "  %-48s %-11s measured %9.3f ms  roofline %9.3f ms  calibrated %9.3f ms\n",
 				s.Name, s.Family, s.Measured*1e3, s.Default*1e3, pred*1e3)
 		}
@@ -405,16 +447,48 @@ func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.
 	return err
 }
 
-func relErr(f *profile.FamilyFit, s profile.Sample) float64 {
-	d := predictSample(f, s) - s.Measured
+func relErr(f *profile.FamilyFit, s profile.Sample, dt *profile.DeviceType) float64 {
+	d := s.Predict(f, dt) - s.Measured
 	if d < 0 {
 		d = -d
 	}
 	return d / s.Measured
 }
 
-func predictSample(f *profile.FamilyFit, s profile.Sample) float64 {
-	return max(s.Compute/f.ComputeEfficiency, s.Memory/f.MemoryEfficiency) + f.OverheadS
+// writeCalibration prints a calibration's fits, with each fit's error on
+// the ops it prices before (roofline) and after, and the overall error.
+func writeCalibration(b io.Writer, c *profile.Calibration) {
+	if len(c.Models) > 0 {
+		fmt.Fprintf(b, "\ncalibrated on %d model(s): %s\n", len(c.Models), strings.Join(c.Models, ", "))
+	}
+	fmt.Fprintf(b, "\nfamily        ops  e_max   W_half   e_mem  e_cache  cache      overhead  error before -> after (median)\n")
+	for _, f := range c.Families {
+		errs := ""
+		if f.Before != nil && f.After != nil {
+			errs = fmt.Sprintf("%6.1f%% -> %5.1f%% (%d ops)", 100*f.Before.MedianRelErr, 100*f.After.MedianRelErr, f.After.Samples)
+		}
+		cache := "      -          -"
+		if f.CacheEfficiency > 0 {
+			cache = fmt.Sprintf("%7.3f  %9s", f.CacheEfficiency, humanBytes(f.CacheBytes))
+		}
+		fmt.Fprintf(b, "%-12s %4d  %5.3f  %7.3g  %5.3f  %s  %7.1fus  %s\n", f.Family, f.Samples, f.ComputeEfficiency, f.ComputeHalfFLOPs,
+			f.MemoryEfficiency, cache, f.OverheadS*1e6, errs)
+	}
+	fmt.Fprintf(b, "\nrelative error   median    p90   (%d distinct ops)\n", c.Before.Samples)
+	fmt.Fprintf(b, "roofline        %6.1f%% %6.1f%%\n", 100*c.Before.MedianRelErr, 100*c.Before.P90RelErr)
+	fmt.Fprintf(b, "calibrated      %6.1f%% %6.1f%%\n", 100*c.After.MedianRelErr, 100*c.After.P90RelErr)
+}
+
+func humanBytes(v float64) string {
+	switch {
+	case v >= 1<<30:
+		return fmt.Sprintf("%.3gGiB", v/(1<<30))
+	case v >= 1<<20:
+		return fmt.Sprintf("%.3gMiB", v/(1<<20))
+	case v >= 1<<10:
+		return fmt.Sprintf("%.3gKiB", v/(1<<10))
+	}
+	return fmt.Sprintf("%.0fB", v)
 }
 
 // oneDeviceCluster is a cluster of a single device of the profile's type.
@@ -452,6 +526,10 @@ const gorgoniaClusterSource = `# peak_flops is a 512x512 float32 GEMM through go
 // writeCPUCluster writes a one-host, one-device cluster file of the
 // measured CPU; source is comment lines saying how it was measured.
 func writeCPUCluster(w io.Writer, dt *profile.DeviceType, source string) error {
+	threads := ""
+	if dt.Threads > 0 {
+		threads = fmt.Sprintf("\n    threads: %d", dt.Threads)
+	}
 	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
 %s
 name: %s
@@ -460,13 +538,13 @@ device_types:
     peak_flops: {float32: %g}
     memory_bandwidth: %gB/s
     launch_overhead: %gus
-    memory: %dB
+    memory: %dB%s
 hosts:
   - name: local
     intra: {kind: memory, bandwidth: %gB/s, latency: 0us}
 devices:
   - {name: cpu0, type: %s, host: local}
-`, dt.Description, source, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), dt.MemoryBandwidth, dt.Name)
+`, dt.Description, source, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), threads, dt.MemoryBandwidth, dt.Name)
 	return err
 }
 

@@ -46,7 +46,7 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 		return nil, &pipeline.InputError{Err: fmt.Errorf("%s: %w", modelPath, err)}
 	}
 	data = nil
-	o := ort.Options{Library: lib, Threads: f.threads, Warmup: f.warmup, Runs: f.runs, Profile: true, KeepOptimized: true, Seed: 1}
+	o := ort.Options{Library: lib, Threads: max(f.threads, 1), Warmup: f.warmup, Runs: f.runs, Profile: true, KeepOptimized: true, Seed: 1}
 	res, err := ort.Run(ctx, model, o)
 	var re *ort.RunError
 	switch {
@@ -75,6 +75,7 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 		MemoryBandwidth: peak.Bandwidth.Best,
 		LaunchOverhead:  peak.Overhead.Best,
 		Memory:          memoryAvailable(),
+		Threads:         res.Threads,
 	}
 	fmt.Fprintf(w, "peak at threads %d (fastest runs; median, p10-p90 spread): %.3g FLOP/s (%d² MatMul; %.3g, %.0f%%; theoretical %.3g), bandwidth %.3g B/s (%.3g, %.0f%%), overhead %.3g us per op (%.3g, %.0f%%)\n",
 		res.Threads, dt.PeakFLOPS, peak.MatMulN, peak.FLOPS.Median, 100*peak.FLOPS.Spread(), cpu.PeakPerThread*float64(res.Threads),
