@@ -46,6 +46,9 @@ type target struct {
 type ortNode struct {
 	name, opType, domain string
 	inputs, outputs      []string
+	// activation is the op type an NCHWc kernel fused after itself
+	// (its "activation" attribute), "" if none.
+	activation string
 }
 
 // ortMap maps ONNX Runtime kernels (optimized-model nodes) to g's ops.
@@ -84,7 +87,13 @@ func parseOptimized(name string, data []byte, g *graph.Graph) ([]ortNode, error)
 	var nodes []ortNode
 	shared := 0
 	for _, n := range mp.Graph.Node {
-		nodes = append(nodes, ortNode{name: n.GetName(), opType: n.GetOpType(), domain: n.GetDomain(), inputs: n.Input, outputs: n.Output})
+		on := ortNode{name: n.GetName(), opType: n.GetOpType(), domain: n.GetDomain(), inputs: n.Input, outputs: n.Output}
+		for _, a := range n.Attribute {
+			if a.GetName() == "activation" {
+				on.activation = string(a.GetS())
+			}
+		}
+		nodes = append(nodes, on)
 		for _, t := range slices.Concat(n.Input, n.Output) {
 			if _, ok := g.TensorByName(t); ok && t != "" {
 				shared++
@@ -127,7 +136,7 @@ func newORTMap(g *graph.Graph, dt *DeviceType, nodes []ortNode) *ortMap {
 		if _, ok := m.alias[n.outputs[0]]; ok {
 			continue
 		}
-		if id, ok := g.TensorByName(strings.TrimSuffix(n.name, "_nchwc")); ok {
+		if id, ok := m.renamedTensor(n); ok {
 			m.alias[n.outputs[0]] = id
 		} else if op, ok := g.OpByName(n.name); ok && len(g.Ops[op].Outputs) == len(n.outputs) {
 			for j, t := range n.outputs {
@@ -158,6 +167,32 @@ func newORTMap(g *graph.Graph, dt *DeviceType, nodes []ortNode) *ortMap {
 		}
 	}
 	return m
+}
+
+// renamedTensor is the model tensor an NCHWc kernel computes, from the
+// name ORT gave it: "<tensor>_nchwc" for a convolution,
+// "<tensor>_bn_nchwc" for a BatchNormalization it turned into one. A
+// kernel that fused an activation after itself writes that activation's
+// output when the named tensor feeds only it (DenseNet's BN+ReLU).
+func (m *ortMap) renamedTensor(n ortNode) (graph.TensorID, bool) {
+	for _, suffix := range []string{"_bn_nchwc", "_nchwc"} {
+		base, ok := strings.CutSuffix(n.name, suffix)
+		if !ok {
+			continue
+		}
+		id, ok := m.g.TensorByName(base)
+		if !ok {
+			continue
+		}
+		t := &m.g.Tensors[id]
+		if n.activation != "" && t.Producer != graph.NoOp && m.g.Ops[t.Producer].Type != n.activation && len(t.Consumers) == 1 {
+			if c := &m.g.Ops[t.Consumers[0]]; c.Type == n.activation && len(c.Outputs) == 1 {
+				id = c.Outputs[0]
+			}
+		}
+		return id, true
+	}
+	return 0, false
 }
 
 // isLayout reports whether an optimized node only moves its input into

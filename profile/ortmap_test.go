@@ -87,6 +87,12 @@ func TestImportORTOptimizedReal(t *testing.T) {
 				{"/blocks/blocks.0/Div_2", "/blocks/blocks.0/Erf", "/blocks/blocks.0/Add_1", "/blocks/blocks.0/Mul", "/blocks/blocks.0/Mul_1"},
 				{"/blocks/blocks.11/Div_2", "/blocks/blocks.11/Erf", "/blocks/blocks.11/Add_1", "/blocks/blocks.11/Mul", "/blocks/blocks.11/Mul_1"},
 			}},
+		{"densenet121", loadModel(t, "../testdata/models/heldout/densenet121.onnx"), "densenet121_b1_ort130_cpu.json", "densenet121_b1_ort130_cpu.opt.onnx", 2,
+			[][]string{
+				// "/features/denseblock1/denselayer1/norm1/BatchNormalization_output_0_bn_nchwc":
+				// BatchNormalization turned into an NCHWc Conv, its ReLU fused.
+				{"/features/denseblock1/denselayer1/norm1/BatchNormalization", "/features/denseblock1/denselayer1/relu1/Relu"},
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,4 +342,12 @@ func TestImportORTOptimizedChecksBatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the trace ran batch 1") {
 		t.Errorf("err = %v", err)
 	}
+}
+
+func loadModel(t testing.TB, path string) *graph.Graph {
+	m, err := onnx.Load(path, onnx.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Graph
 }
