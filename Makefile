@@ -7,7 +7,7 @@ BIN      := bin/opplace
 PKGS     := ./...
 BENCHTIME ?= 1x
 
-.PHONY: all setup build test bench bench-1m lint fmt demo clean
+.PHONY: all setup build test bench bench-1m cpu-accuracy lint fmt demo clean
 
 all: build
 
@@ -56,6 +56,14 @@ bench: build
 
 bench-1m: build
 	OPPLACE_BENCH_1M=1 $(GO) test -run '^$$' -bench 'Scale|ImportRate|Decode' -benchtime 1x -v ./pipeline/ ./costed/
+
+# cpu-accuracy times the shared and held-out models in ONNX Runtime at 1
+# and 2 threads (6 interleaved repetitions, about 30 minutes on 2 cores)
+# and prints opplace's error per model: the table of docs/cpu-accuracy.md.
+# Not part of test: it needs a quiet machine and half an hour.
+CPUACC_OUT ?= /tmp/cpuacc
+cpu-accuracy: setup build
+	OPPLACE_ONNXRUNTIME=$(ORT_LIB) $(GO) run ./internal/cpuaccuracy -opplace $(BIN) -out $(CPUACC_OUT) -repeat 6
 
 lint:
 	$(GO) vet $(PKGS)
