@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	"github.com/opplace/opplace/internal/stats"
 	"math"
 	"slices"
 	"strconv"
@@ -703,17 +704,6 @@ func sig(v float64) float64 {
 	return r
 }
 
-func median(v []float64) float64 { return quantile(v, 0.5) }
+func median(v []float64) float64 { return stats.Median(v) }
 
-// quantile is the linearly interpolated q-quantile of v.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}
+func quantile(v []float64, q float64) float64 { return stats.Quantile(v, q) }

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/opplace/opplace/internal/stats"
 	"math"
 	"os"
 	"os/exec"
@@ -459,29 +460,17 @@ func printStability(w *os.File, cfg config, reps map[int][]map[string]measuremen
 			continue
 		}
 		sort.Float64s(peaks)
-		med := median(peaks)
+		med := stats.Median(peaks)
 		fmt.Fprintf(w, "| %d | %.3g / %.3g / %.3g (n=%d) | %.0f%% | %.2fx (%.2fx) |\n", t, peaks[0], med, peaks[len(peaks)-1], len(peaks),
-			100*(peaks[len(peaks)-1]-peaks[0])/med, median(ratios), worst)
+			100*(peaks[len(peaks)-1]-peaks[0])/med, stats.Median(ratios), worst)
 	}
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 func pct(v []float64) string {
 	if len(v) == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f%% (n=%d)", 100*median(v), len(v))
+	return fmt.Sprintf("%.1f%% (n=%d)", 100*stats.Median(v), len(v))
 }
 
 func firstLine(s string) string {

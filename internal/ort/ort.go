@@ -15,7 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"github.com/opplace/opplace/internal/stats"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -183,7 +183,7 @@ func Run(ctx context.Context, model []byte, o Options) (*Result, error) {
 	for j, v := range s.outputs {
 		res.Outputs = append(res.Outputs, Tensor{Name: s.outNames[j], Shape: slices.Clone([]int64(v.GetShape()))})
 	}
-	res.MedianMS, res.P10MS, res.P90MS = Quantile(res.TimesMS, 0.5), Quantile(res.TimesMS, 0.1), Quantile(res.TimesMS, 0.9)
+	res.MedianMS, res.P10MS, res.P90MS = stats.Quantile(res.TimesMS, 0.5), stats.Quantile(res.TimesMS, 0.1), stats.Quantile(res.TimesMS, 0.9)
 
 	// ONNX Runtime writes the profile when the session ends.
 	s.endSession()
@@ -579,18 +579,4 @@ func timedEvents(data []byte, runs int) ([]byte, error) {
 	}
 	b.WriteString("\n]\n")
 	return b.Bytes(), nil
-}
-
-// Quantile is the q-quantile of xs by linear interpolation between
-// order statistics (0 for none).
-func Quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }

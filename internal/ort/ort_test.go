@@ -236,12 +236,3 @@ func TestTimedEvents(t *testing.T) {
 		t.Error("4 timed runs of 3 accepted")
 	}
 }
-
-func TestQuantile(t *testing.T) {
-	xs := []float64{5, 1, 3, 2, 4}
-	for _, tc := range []struct{ q, want float64 }{{0, 1}, {0.5, 3}, {1, 5}, {0.1, 1.4}, {0.9, 4.6}} {
-		if got := Quantile(xs, tc.q); got < tc.want-1e-9 || got > tc.want+1e-9 {
-			t.Errorf("Quantile(%g) = %g, want %g", tc.q, got, tc.want)
-		}
-	}
-}

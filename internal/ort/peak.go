@@ -3,6 +3,7 @@ package ort
 import (
 	"context"
 	"fmt"
+	"github.com/opplace/opplace/internal/stats"
 	"slices"
 	"time"
 
@@ -144,7 +145,7 @@ func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 			all = append(all, r...)
 		}
 		rate := func(ms float64) float64 { return b.work / (ms / 1e3) }
-		return Figure{Median: rate(Quantile(all, 0.5)), P10: rate(Quantile(all, 0.9)), P90: rate(Quantile(all, 0.1)), Best: rate(Quantile(all, 0))}
+		return Figure{Median: rate(stats.Quantile(all, 0.5)), P10: rate(stats.Quantile(all, 0.9)), P90: rate(stats.Quantile(all, 0.1)), Best: rate(stats.Quantile(all, 0))}
 	}
 	p := Peak{Version: rt.GetVersion(), Library: initLib, Threads: o.Threads, BandwidthBytes: bandwidthElems * 4, OverheadOps: overheadOps,
 		MatMulSizes: slices.Clone(peakSizes), Runs: runs}
