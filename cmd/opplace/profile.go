@@ -309,7 +309,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		dt := p.DeviceType(dtName)
 		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s (runs spread %.0f%%), bandwidth %.3g B/s, launch %.3g us\n",
 			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
-		fmt.Fprintln(summary, "note: gorgonia's pure-Go kernels are much slower than a deployed runtime's (on this project's 2-core Xeon its peak measured 5-11 GFLOP/s, ONNX Runtime's 130 per thread); --runtime onnxruntime times the model in ONNX Runtime (docs/cpu-accuracy.md)")
+		fmt.Fprintln(summary, "note: gorgonia's pure-Go kernels are much slower than a deployed runtime's (on this project's 2-core Xeon gorgonia's peak measured 5-12 GFLOP/s, ONNX Runtime's 130 per thread); --runtime onnxruntime times the model in ONNX Runtime (docs/cpu-accuracy.md)")
 		if res.TimedOut > 0 {
 			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)
 		}
