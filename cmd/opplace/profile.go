@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opplace/opplace/internal/ort"
 	"io"
 	"slices"
 	"strings"
@@ -56,7 +57,12 @@ func newProfileCmd() *cobra.Command {
 device type they were measured on, plus a roofline calibrated to them for the
 ops that were not measured.
 
-Measuring (--device cpu, the default) runs each distinct operator (same type,
+Measuring (--device cpu, the default) uses --runtime: onnxruntime, gorgonia,
+or auto (the default): ONNX Runtime when its library is found, else gorgonia
+with a note (and gorgonia for --max-time). ONNX Runtime's times are those of a
+deployed model; gorgonia's pure-Go kernels are several times slower.
+
+With gorgonia, measuring runs each distinct operator (same type,
 shapes and attributes) on this machine's CPU with gorgonia kernels: warm-up
 runs, then timed runs; the profile keeps the median, 10th and 90th percentile.
 Ops gorgonia cannot run are listed and keep the model's estimate. The CPU's
@@ -85,7 +91,7 @@ model's ops by type and order (profile the module the model was exported
 from). The summary gives the share of the trace's kernel time that mapped;
 below 80% a warning says which kernels did not.
 
-With --runtime onnxruntime the whole model runs in ONNX Runtime (its
+With ONNX Runtime the whole model runs in ONNX Runtime (its
 shared library, loaded at run time: --onnxruntime-lib, $OPPLACE_ONNXRUNTIME,
 or npm install onnxruntime-node@1.30.0 --ignore-scripts in this directory)
 at --threads intra-op threads, its weights made up (random, seeded) where the
@@ -126,16 +132,21 @@ type (cluster files' threads:; with --runtime onnxruntime it is also the
 intra-op thread count it runs at, 1 if not given); a profile may hold one device type at several
 thread counts (pool them with --from) and plan --profile uses the entry of the
 cluster device type's threads. gorgonia runs on GOMAXPROCS threads: measure
-one thread with GOMAXPROCS=1 opplace profile MODEL --threads 1.
+one thread with GOMAXPROCS=1 opplace profile MODEL --runtime gorgonia --threads 1.
 
 Without --out the profile goes to stdout (and the summary to stderr).`,
-		Example: `  # Measure ResNet-50 at batch 1 on this CPU, with a cluster file for it
+		Example: `  # Measure ResNet-50 at batch 1 on this CPU (in ONNX Runtime when it is
+  # installed), with a cluster file for it
   opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
       --out resnet50.cpu.json --cluster-out cpu.yaml --report
 
-  # The same in ONNX Runtime at 2 threads, keeping its trace
+  # BERT in ONNX Runtime at 2 threads, keeping its trace
   opplace profile testdata/models/bert_base.onnx --dim batch=1 --runtime onnxruntime \
       --threads 2 --out bert.ort.json --keep-trace bert.trace.json --cluster-out cpu-ort.yaml
+
+  # Each distinct op with gorgonia's pure-Go kernels (no library needed)
+  opplace profile testdata/models/resnet50.onnx --shape input.1=1,3,224,224 \
+      --runtime gorgonia --out resnet50.gorgonia.json
 
   # Import an ONNX Runtime profile taken on a V100
   opplace profile testdata/models/resnet50.onnx --import onnxruntime_profile.json \
@@ -185,7 +196,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.IntVar(&f.runs, "runs", 10, "timed runs per distinct op (fewer for ops slower than 250ms; at least 3), or of the whole model with --runtime onnxruntime")
 	fl.IntVar(&f.warmup, "warmup", 2, "untimed warm-up runs per distinct op, or of the whole model with --runtime onnxruntime")
 	fl.DurationVar(&f.maxTime, "max-time", 0, "stop measuring after this long (e.g. 60s); ops not reached keep the model's estimate")
-	fl.StringVar(&f.runtime, "runtime", runtimeGorgonia, "what measures: gorgonia (each distinct op, pure-Go kernels) or onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler)")
+	fl.StringVar(&f.runtime, "runtime", runtimeAuto, "what measures: onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler), gorgonia (each distinct op, pure-Go kernels), or auto: onnxruntime when its library is found, else gorgonia")
 	fl.StringVar(&f.ortLib, "onnxruntime-lib", "", "ONNX Runtime shared library (default $OPPLACE_ONNXRUNTIME, ./node_modules/onnxruntime-node, .cache/onnxruntime-node, /usr/lib, /usr/local/lib)")
 	fl.StringVar(&f.keepTrace, "keep-trace", "", "with --runtime onnxruntime, save ONNX Runtime's profiling JSON of the timed runs here")
 	fl.StringVar(&f.keepOptimized, "keep-optimized", "", "with --runtime onnxruntime, save the model as ONNX Runtime optimized it (large weights stripped) here")
@@ -207,6 +218,11 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			sources++
 		}
 	}
+	runtime, fellBack, err := resolveRuntime(f, sources == 0, ort.Find)
+	if err != nil {
+		return err
+	}
+	f.runtime = runtime
 	switch {
 	case sources > 1:
 		return usageError{errors.New("--import and --from exclude each other")}
@@ -223,7 +239,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	case f.clusterOut != "" && (f.importFile != "" || from != ""):
 		return usageError{errors.New("--cluster-out writes the measured CPU's cluster; it needs a measurement, not --import or --from")}
 	case f.runtime != runtimeGorgonia && f.runtime != runtimeONNXRuntime:
-		return usageError{fmt.Errorf("--runtime %q: want gorgonia or onnxruntime", f.runtime)}
+		return usageError{fmt.Errorf("--runtime %q: want auto, gorgonia or onnxruntime", f.runtime)}
 	case f.runtime == runtimeONNXRuntime && sources > 0:
 		return usageError{errors.New("--runtime onnxruntime measures; it excludes --import and --from")}
 	case f.runtime != runtimeONNXRuntime && (f.keepTrace != "" || f.keepOptimized != "" || f.ortLib != ""):
@@ -309,6 +325,9 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		dt := p.DeviceType(dtName)
 		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s (runs spread %.0f%%), bandwidth %.3g B/s, launch %.3g us\n",
 			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
+		if fellBack {
+			fmt.Fprintf(summary, "note: --runtime auto found no ONNX Runtime library, so gorgonia measured (install one with `ONNXRUNTIME_NODE_INSTALL=skip npm install onnxruntime-node@1.30.0 --ignore-scripts`, or name it with $%s or --onnxruntime-lib)\n", ort.EnvLibrary)
+		}
 		fmt.Fprintln(summary, "note: gorgonia's pure-Go kernels are much slower than a deployed runtime's (on this project's 2-core Xeon gorgonia's peak measured 5-12 GFLOP/s, ONNX Runtime's 130 per thread); --runtime onnxruntime times the model in ONNX Runtime (docs/cpu-accuracy.md)")
 		if res.TimedOut > 0 {
 			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)

@@ -16,9 +16,37 @@ import (
 
 // Values of --runtime.
 const (
+	runtimeAuto        = "auto"
 	runtimeGorgonia    = "gorgonia"
 	runtimeONNXRuntime = "onnxruntime"
 )
+
+// resolveRuntime picks what --runtime auto measures with: ONNX Runtime
+// when its library is found (or its own flags are given), since its times
+// are those of a deployed model; gorgonia when nothing is measured, for
+// --max-time (gorgonia's per-op bound), or when no library is found.
+// find is ort.Find. A library named but missing ($OPPLACE_ONNXRUNTIME) is
+// an error, not a fall-back: the user asked for it. fellBack reports a
+// fall-back for want of a library.
+func resolveRuntime(f *profileFlags, measuring bool, find func(string) (string, error)) (runtime string, fellBack bool, err error) {
+	switch {
+	case f.runtime != runtimeAuto:
+		return f.runtime, false, nil
+	case !measuring || f.maxTime > 0:
+		return runtimeGorgonia, false, nil
+	case f.ortLib != "" || f.keepTrace != "" || f.keepOptimized != "":
+		return runtimeONNXRuntime, false, nil
+	}
+	_, err = find("")
+	var nf *ort.NotFoundError
+	switch {
+	case err == nil:
+		return runtimeONNXRuntime, false, nil
+	case errors.As(err, &nf) && nf.Explicit == "":
+		return runtimeGorgonia, true, nil
+	}
+	return "", false, usageError{fmt.Errorf("--runtime auto: %w", err)}
+}
 
 // ortProfile is what profile --runtime onnxruntime made.
 type ortProfile struct {

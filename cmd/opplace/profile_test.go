@@ -21,7 +21,7 @@ func TestProfileMeasureAndPlan(t *testing.T) {
 	prof, cl := filepath.Join(dir, "p.json"), filepath.Join(dir, "cpu.yaml")
 	model := filepath.Join(modelDir, "resnet50.onnx")
 	shape := []string{"--shape", "input.1=1,3,32,32"}
-	code, stdout, stderr := invoke(t, append([]string{"profile", model, "--runs", "3", "--warmup", "1", "--out", prof, "--cluster-out", cl, "--report"}, shape...)...)
+	code, stdout, stderr := invoke(t, append([]string{"profile", model, "--runtime", "gorgonia", "--runs", "3", "--warmup", "1", "--out", prof, "--cluster-out", cl, "--report"}, shape...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

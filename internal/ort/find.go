@@ -91,7 +91,8 @@ func Find(explicit string) (string, error) {
 		for dir := wd; ; dir = filepath.Dir(dir) {
 			tried = append(tried,
 				filepath.Join(dir, "node_modules", "onnxruntime-node", rel),
-				filepath.Join(dir, ".cache", "onnxruntime-node", rel))
+				// make setup's npm prefix: .cache/onnxruntime-node/node_modules/onnxruntime-node.
+				filepath.Join(dir, ".cache", "onnxruntime-node", "node_modules", "onnxruntime-node", rel))
 			if filepath.Dir(dir) == dir {
 				break
 			}

@@ -210,6 +210,19 @@ func TestFind(t *testing.T) {
 	if got, err := Find(""); err != nil || got != npm {
 		t.Errorf("Find in node_modules of a parent = %q, %v; want %q", got, err, npm)
 	}
+	// make setup's install: npm's prefix .cache/onnxruntime-node.
+	other := t.TempDir()
+	cached := filepath.Join(other, ".cache", "onnxruntime-node", "node_modules", "onnxruntime-node", npmDir(), libName())
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cached, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(other)
+	if got, err := Find(""); err != nil || got != cached {
+		t.Errorf("Find in .cache = %q, %v; want %q", got, err, cached)
+	}
 }
 
 func TestTimedEvents(t *testing.T) {
