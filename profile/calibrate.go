@@ -2,7 +2,6 @@ package profile
 
 import (
 	"fmt"
-	"github.com/opplace/opplace/internal/stats"
 	"math"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/stats"
 )
 
 // MethodShape names the calibration method Calibrate and CalibratePooled

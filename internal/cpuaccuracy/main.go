@@ -31,7 +31,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/opplace/opplace/internal/stats"
 	"math"
 	"os"
 	"os/exec"
@@ -40,6 +39,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/opplace/opplace/internal/stats"
 )
 
 // modelCase is one model of the bench and the flags that bind its inputs.
@@ -50,28 +51,37 @@ type modelCase struct {
 	runs int
 }
 
-func cases(shared, heldout string) []modelCase {
-	img := func(n int) []string { return []string{"--shape", fmt.Sprintf("input.1=1,3,%d,%d", n, n)} }
+// cases lists the models at batch b. Models that run at one batch only
+// (the shared transformer's fixed shape, ShuffleNet's literal reshapes)
+// are left out at other batches.
+func cases(shared, heldout string, b int) []modelCase {
+	img := func(n int) []string { return []string{"--shape", fmt.Sprintf("input.1=%d,3,%d,%d", b, n, n)} }
+	seq := []string{"--dim", fmt.Sprintf("batch=%d", b)}
 	c := []modelCase{
 		{name: "resnet50", path: filepath.Join(shared, "resnet50.onnx"), args: img(224)},
 		{name: "mobilenet_v2", path: filepath.Join(shared, "mobilenet_v2.onnx"), args: img(224)},
 		{name: "inception_v3", path: filepath.Join(shared, "inception_v3.onnx"), args: img(299)},
 		{name: "vgg16", path: filepath.Join(shared, "vgg16.onnx"), args: img(224), runs: 5},
-		{name: "bert_base", path: filepath.Join(shared, "bert_base.onnx"), args: []string{"--dim", "batch=1"}},
-		{name: "gpt2_small", path: filepath.Join(shared, "gpt2_small.onnx"), args: []string{"--dim", "batch=1"}, runs: 3},
-		{name: "transformer", path: filepath.Join(shared, "transformer.onnx"), runs: 3},
+		{name: "bert_base", path: filepath.Join(shared, "bert_base.onnx"), args: seq},
+		{name: "gpt2_small", path: filepath.Join(shared, "gpt2_small.onnx"), args: seq, runs: 3},
+	}
+	if b == 1 {
+		c = append(c, modelCase{name: "transformer", path: filepath.Join(shared, "transformer.onnx"), runs: 3})
 	}
 	for _, n := range []string{"resnet18", "densenet121", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2", "regnet_y_400mf", "convnext_tiny"} {
+		if n == "shufflenet_v2" && b != 1 {
+			continue
+		}
 		c = append(c, modelCase{name: n, path: filepath.Join(heldout, n+".onnx"), args: img(224)})
 	}
-	c = append(c, modelCase{name: "gpt_mini", path: filepath.Join(heldout, "gpt_mini.onnx"), args: []string{"--dim", "batch=1"}})
+	c = append(c, modelCase{name: "gpt_mini", path: filepath.Join(heldout, "gpt_mini.onnx"), args: seq})
 	return c
 }
 
 type config struct {
 	bin, out, lib, fusion string
 	threads               []int
-	runs, repeat          int
+	runs, repeat, batch   int
 	reuse                 bool
 	fit                   []string
 	only                  []string
@@ -92,7 +102,9 @@ func main() {
 	flag.StringVar(&only, "models", "", "comma-separated subset of models (default all)")
 	shared := flag.String("shared", "../shared/models", "the shared models")
 	heldout := flag.String("heldout", "testdata/models/heldout", "the held-out models")
+	batch := flag.Int("batch", 1, "batch size (images per input, sequences for BERT and the GPTs)")
 	flag.Parse()
+	cfg.batch = *batch
 	for _, s := range strings.Split(threads, ",") {
 		t, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || t < 1 {
@@ -115,7 +127,7 @@ func main() {
 		fatalf("%v", err)
 	}
 	var all []modelCase
-	for _, c := range cases(*shared, *heldout) {
+	for _, c := range cases(*shared, *heldout, *batch) {
 		if cfg.only == nil || slices.Contains(cfg.only, c.name) {
 			all = append(all, c)
 		}
@@ -373,7 +385,7 @@ func run(bin string, args ...string) (stdout, stderr []byte, err error) {
 func relErr(pred, meas float64) float64 { return (pred - meas) / meas }
 
 func printTable(w *os.File, cfg config, rows []row) {
-	fmt.Fprintf(w, "Fitting set (pooled for b): %s. Predictions with --fusion %s.\n\n", strings.Join(cfg.fit, ", "), cfg.fusion)
+	fmt.Fprintf(w, "Batch %d. Fitting set (pooled for b): %s. Predictions with --fusion %s.\n\n", cfg.batch, strings.Join(cfg.fit, ", "), cfg.fusion)
 	fmt.Fprintln(w, "| model | set | threads | measured ms (spread) | matched | (a) description | (b) pooled calibration | (c) own trace |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	cell := func(pred, meas float64) string {

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/opplace/opplace/internal/stats"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/opplace/opplace/internal/stats"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/onnx/onnxpb"
 )

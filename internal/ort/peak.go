@@ -3,7 +3,6 @@ package ort
 import (
 	"context"
 	"fmt"
-	"github.com/opplace/opplace/internal/stats"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/opplace/opplace/internal/stats"
 	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
