@@ -93,7 +93,7 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 	}
 	cpu := ort.Machine()
 	if cpu.LoadAverage >= float64(cpu.LogicalCores) {
-		fmt.Fprintf(w, "warning: the machine is busy (load average %.1f on %d logical cores): other processes slow the runs, so the times and the peak can move by tens of per cent between measurements; measure on an idle machine\n",
+		fmt.Fprintf(stderr, "warning: the machine is busy (load average %.1f on %d logical cores): other processes slow the runs, so the times and the peak can move by tens of per cent between measurements; measure on an idle machine\n",
 			cpu.LoadAverage, cpu.LogicalCores)
 	}
 	dt := profile.DeviceType{
