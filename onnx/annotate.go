@@ -42,12 +42,9 @@ type AnnotateOptions struct {
 // replaced, external data locations are rewritten for o.To; nothing else
 // changes. The output is deterministic.
 func Annotate(data []byte, devices map[string]string, o AnnotateOptions) ([]byte, error) {
-	mp := &onnxpb.ModelProto{}
-	if err := proto.Unmarshal(data, mp); err != nil {
-		return nil, fmt.Errorf("not an ONNX model (protobuf decoding failed: %v)", err)
-	}
-	if mp.GetIrVersion() <= 0 || mp.Graph == nil {
-		return nil, errors.New("not an ONNX model (no ir_version or graph)")
+	mp, err := decodeModel(data)
+	if err != nil {
+		return nil, err
 	}
 	kept := mp.MetadataProps[:0]
 	for _, p := range mp.MetadataProps {

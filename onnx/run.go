@@ -242,24 +242,12 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 			continue
 		case *onnxpb.TensorShapeProto_Dimension_DimParam:
 			c.dimsSeen[x.DimParam] = true
-			if b, ok := c.opts.Dims[x.DimParam]; ok {
-				v.shape = append(v.shape, b)
-				continue
-			}
-			if axis == 0 && c.opts.Batch > 0 {
-				v.shape = append(v.shape, c.opts.Batch)
-				continue
-			}
-			return nil, fmt.Errorf("input %q axis %d is the symbolic dimension %q; bind it with %s%s",
-				name, axis, x.DimParam, c.opts.Knobs.Dim(x.DimParam, "N"), c.batchHint(axis))
-		default:
-			if axis == 0 && c.opts.Batch > 0 {
-				v.shape = append(v.shape, c.opts.Batch)
-				continue
-			}
-			return nil, fmt.Errorf("input %q axis %d has no fixed size; set the whole shape with %s%s",
-				name, axis, c.opts.Knobs.Shape(name, "D0,D1,..."), c.batchHint(axis))
 		}
+		b, err := unfixedDim(c.opts, c.opts.Knobs, name, axis, d)
+		if err != nil {
+			return nil, err
+		}
+		v.shape = append(v.shape, b)
 	}
 	if err := checkShape(v.shape); err != nil {
 		return nil, fmt.Errorf("input %q: %v", name, err)
@@ -267,11 +255,29 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	return v, nil
 }
 
-func (c *converter) batchHint(axis int) string {
+// unfixedDim is the size o gives axis of graph input name, whose
+// dimension d has no fixed value: its symbolic name's binding in o.Dims,
+// else o.Batch on axis 0. Unbound, the error says which flag binds it.
+func unfixedDim(o Options, knobs Knobs, name string, axis int, d *onnxpb.TensorShapeProto_Dimension) (int64, error) {
+	hint := ""
 	if axis == 0 {
-		return " or " + c.opts.Knobs.Batch("N")
+		hint = " or " + knobs.Batch("N")
 	}
-	return ""
+	if x, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimParam); ok {
+		if b, ok := o.Dims[x.DimParam]; ok {
+			return b, nil
+		}
+		if axis == 0 && o.Batch > 0 {
+			return o.Batch, nil
+		}
+		return 0, fmt.Errorf("input %q axis %d is the symbolic dimension %q; bind it with %s%s",
+			name, axis, x.DimParam, knobs.Dim(x.DimParam, "N"), hint)
+	}
+	if axis == 0 && o.Batch > 0 {
+		return o.Batch, nil
+	}
+	return 0, fmt.Errorf("input %q axis %d has no fixed size; set the whole shape with %s%s",
+		name, axis, knobs.Shape(name, "D0,D1,..."), hint)
 }
 
 // noteExportBatch remembers the first main-graph input whose fixed

@@ -185,34 +185,17 @@ func bindInputs(g *onnxpb.GraphProto, o Options, knobs Knobs) (map[string]int64,
 			return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, knobs.Shape(name, "D0,D1,..."))
 		}
 		for axis, d := range tt.GetShape().GetDim() {
-			hint := ""
-			if axis == 0 {
-				hint = " or " + knobs.Batch("N")
-			}
-			var v int64
-			switch x := d.GetValue().(type) {
-			case *onnxpb.TensorShapeProto_Dimension_DimValue:
+			if _, fixed := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); fixed {
 				continue
-			case *onnxpb.TensorShapeProto_Dimension_DimParam:
-				b, ok := o.Dims[x.DimParam]
-				switch {
-				case ok:
-					v = b
-				case axis == 0 && o.Batch > 0:
-					v = o.Batch
-				default:
-					return nil, fmt.Errorf("input %q axis %d is the symbolic dimension %q; bind it with %s%s",
-						name, axis, x.DimParam, knobs.Dim(x.DimParam, "N"), hint)
+			}
+			v, err := unfixedDim(o, knobs, name, axis, d)
+			if err != nil {
+				return nil, err
+			}
+			if p := d.GetDimParam(); p != "" {
+				if _, ok := bound[p]; !ok {
+					bound[p] = v
 				}
-				if _, ok := bound[x.DimParam]; !ok {
-					bound[x.DimParam] = v
-				}
-			default:
-				if axis != 0 || o.Batch <= 0 {
-					return nil, fmt.Errorf("input %q axis %d has no fixed size; set the whole shape with %s%s",
-						name, axis, knobs.Shape(name, "D0,D1,..."), hint)
-				}
-				v = o.Batch
 			}
 			d.Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: v}
 		}

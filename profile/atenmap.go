@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,11 +130,11 @@ func atenRuns(events []traceEvent) [][]atenOp {
 	}
 	slices.SortStableFunc(ops, func(a, b ev) int {
 		if a.ts != b.ts {
-			return cmpFloat(a.ts, b.ts)
+			return cmp.Compare(a.ts, b.ts)
 		}
-		return cmpFloat(b.dur, a.dur)
+		return cmp.Compare(b.dur, a.dur)
 	})
-	slices.SortFunc(ranges, func(a, b ev) int { return cmpFloat(a.ts, b.ts) })
+	slices.SortFunc(ranges, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
 	end := map[string]float64{}
 	var top []ev
 	for _, o := range ops {
@@ -144,11 +145,11 @@ func atenRuns(events []traceEvent) [][]atenOp {
 		top = append(top, o)
 	}
 	if len(gpu) > 0 {
-		slices.SortFunc(launches, func(a, b ev) int { return cmpFloat(a.ts, b.ts) })
+		slices.SortFunc(launches, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
 		for i := range top {
 			o := &top[i]
 			var t float64
-			j, _ := slices.BinarySearchFunc(launches, o.ts, func(l ev, ts float64) int { return cmpFloat(l.ts, ts) })
+			j, _ := slices.BinarySearchFunc(launches, o.ts, func(l ev, ts float64) int { return cmp.Compare(l.ts, ts) })
 			for ; j < len(launches) && launches[j].ts < o.ts+o.dur; j++ {
 				if launches[j].tid == o.tid {
 					t += gpu[launches[j].corr]
@@ -174,16 +175,6 @@ func atenRuns(events []traceEvent) [][]atenOp {
 		}
 	}
 	return slices.DeleteFunc(runs, func(r []atenOp) bool { return len(r) == 0 })
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // atenKernels aligns each run's aten ops with g's ops and returns them

@@ -267,14 +267,11 @@ func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, e
 		missing := 0
 		for j := range p.Ops {
 			m := &p.Ops[j]
-			if d.of(m) && m.MedianMS > 0 && !m.HasFeatures() && Family(m.Type) != FamilyView {
+			if d.of(m) && m.lacksFeatures() {
 				missing++
 			}
 		}
-		label := p.Model
-		if label == "" {
-			label = fmt.Sprintf("profile %d", i+1)
-		}
+		label := Label(p, i)
 		if missing > 0 {
 			return nil, fmt.Errorf("%s: %d measurements on %q have no op features (flops, bytes; the profile predates them): refit them by reading the profile again together with the model it measured, at the shapes it was measured at (opplace profile MODEL with the profile as its source)",
 				label, missing, dtName)

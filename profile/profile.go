@@ -176,12 +176,17 @@ func WorkingSet(g *graph.Graph, id graph.OpID) int64 {
 func (p *Profile) MissingFeatures() int {
 	n := 0
 	for i := range p.Ops {
-		m := &p.Ops[i]
-		if m.MedianMS > 0 && !m.HasFeatures() && Family(m.Type) != FamilyView {
+		if p.Ops[i].lacksFeatures() {
 			n++
 		}
 	}
 	return n
+}
+
+// lacksFeatures reports whether m times a kernel-launching op but does
+// not carry the op's features.
+func (m *Measurement) lacksFeatures() bool {
+	return m.MedianMS > 0 && !m.HasFeatures() && Family(m.Type) != FamilyView
 }
 
 // FillFeatures sets the features of p's measurements that name an op of
