@@ -281,16 +281,7 @@ func CalibratePooled(ps []*Profile, dtName string, threads int) (*Calibration, e
 			ref = &r
 		}
 		// Each profile is read at its own entry's thread count.
-		q := *p
-		q.Ops = nil
-		for j := range p.Ops {
-			if d.of(&p.Ops[j]) {
-				m := p.Ops[j]
-				m.DeviceType, m.Threads = ref.Name, ref.Threads
-				q.Ops = append(q.Ops, m)
-			}
-		}
-		use = append(use, &q)
+		use = append(use, p.Relabel(d, ref))
 		models = append(models, label)
 	}
 	if ref == nil {

@@ -282,6 +282,21 @@ func (p *Profile) entry(name string, threads int) *DeviceType {
 	return nil
 }
 
+// Relabel is a copy of p holding only its measurements on device type
+// entry from, relabelled as taken on entry to: how one profile's
+// measurements are priced on another entry's roofline (a pooled one).
+func (p *Profile) Relabel(from, to *DeviceType) *Profile {
+	q := *p
+	q.Ops = nil
+	for _, m := range p.Ops {
+		if from.of(&m) {
+			m.DeviceType, m.Threads = to.Name, to.Threads
+			q.Ops = append(q.Ops, m)
+		}
+	}
+	return &q
+}
+
 // of reports whether measurement m was taken on device type entry d.
 func (d *DeviceType) of(m *Measurement) bool {
 	return m.DeviceType == d.Name && m.Threads == d.Threads

@@ -132,15 +132,8 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			}
 			// The held-out profile's measurements, priced on the pooled
 			// roofline.
-			q := *h
-			q.Ops = nil
-			for _, m := range h.Ops {
-				if m.DeviceType == hd.Name && m.Threads == hd.Threads {
-					m.DeviceType, m.Threads = dt.Name, dt.Threads
-					q.Ops = append(q.Ops, m)
-				}
-			}
-			writeHoldout(&b, f.holdout[j], profile.CheckCalibration(cal, dt, &q), profile.CheckCalibration(nil, dt, &q), dt)
+			q := h.Relabel(hd, dt)
+			writeHoldout(&b, f.holdout[j], profile.CheckCalibration(cal, dt, q), profile.CheckCalibration(nil, dt, q), dt)
 		}
 	}
 	if fitted == 0 {
