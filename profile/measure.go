@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-	"os"
 	"runtime"
-	"strings"
 	"time"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/machine"
 	"github.com/opplace/opplace/internal/progress"
 )
 
@@ -232,7 +231,7 @@ func MeasureCPU() DeviceType {
 		}
 		m.Close()
 	}
-	dt.Memory = totalMemory()
+	dt.Memory = machine.TotalMemory()
 	return dt
 }
 
@@ -257,32 +256,11 @@ func repeat(f func() error, minRuns int, minTime time.Duration) ([]float64, erro
 	return ts, nil
 }
 
-// cpuModel reads the CPU's model name and thread count on Linux.
+// cpuModel describes the CPU gorgonia measured on.
 func cpuModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	name := "unknown CPU"
-	if err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				name = strings.TrimSpace(v)
-				break
-			}
-		}
+	name := machine.CPU().Model
+	if name == "" {
+		name = "unknown CPU"
 	}
 	return fmt.Sprintf("%s, %d threads (GOMAXPROCS %d), gorgonia v0.9.18 kernels", name, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-}
-
-// totalMemory is the machine's memory from /proc/meminfo, or 0.
-func totalMemory() int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var kb int64
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-			return kb << 10
-		}
-	}
-	return 0
 }

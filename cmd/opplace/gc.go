@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
 
+	"github.com/opplace/opplace/internal/machine"
 	"github.com/opplace/opplace/pipeline"
 )
 
@@ -32,7 +29,7 @@ func tuneGC() {
 		debug.SetGCPercent(gcPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if total := memoryAvailable(); total > 0 {
+		if total := machine.AvailableMemory(); total > 0 {
 			debug.SetMemoryLimit(total / 4 * 3)
 		}
 	}
@@ -59,29 +56,4 @@ func collectorOffDuring(stage string) func() {
 func loadModel(path string, opts pipeline.ImportOptions) (*pipeline.Model, error) {
 	defer collectorOffDuring(pipeline.StageImport)()
 	return pipeline.LoadModel(path, opts)
-}
-
-// memoryAvailable is the smaller of the machine's memory (/proc/meminfo)
-// and a cgroup v2 limit (/sys/fs/cgroup/memory.max), in bytes; 0 when
-// neither can be read (not Linux).
-func memoryAvailable() int64 {
-	var total int64
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-				if err == nil {
-					total = kb << 10
-				}
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if limit, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && limit > 0 && (total == 0 || limit < total) {
-			total = limit
-		}
-	}
-	return total
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/machine"
 	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
@@ -91,7 +92,7 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 	if err != nil {
 		return nil, fmt.Errorf("measuring the CPU's peak in ONNX Runtime: %w", err)
 	}
-	cpu := ort.Machine()
+	cpu := machine.CPU()
 	if cpu.LoadAverage >= float64(cpu.LogicalCores) {
 		fmt.Fprintf(stderr, "warning: the machine is busy (load average %.1f on %d logical cores): other processes slow the runs, so the times and the peak can move by tens of per cent between measurements; measure on an idle machine\n",
 			cpu.LoadAverage, cpu.LogicalCores)
@@ -102,7 +103,7 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 		PeakFLOPS:       peak.FLOPS.Best,
 		MemoryBandwidth: peak.Bandwidth.Best,
 		LaunchOverhead:  peak.Overhead.Best,
-		Memory:          memoryAvailable(),
+		Memory:          machine.AvailableMemory(),
 		Threads:         res.Threads,
 	}
 	fmt.Fprintf(w, "peak at threads %d (fastest runs; median, p10-p90 spread): %.3g FLOP/s (%d² MatMul; %.3g, %.0f%%; theoretical %.3g), bandwidth %.3g B/s (%.3g, %.0f%%), overhead %.3g us per op (%.3g, %.0f%%)\n",

@@ -1,4 +1,4 @@
-package ort
+package machine
 
 import (
 	"os"
@@ -41,7 +41,7 @@ func TestParseCPUInfo(t *testing.T) {
 			}
 		})
 	}
-	if m := Machine(); m.LogicalCores != runtime.NumCPU() || (runtime.GOOS == "linux" && !(m.LoadAverage >= 0)) || (runtime.GOOS == "linux" && strings.TrimSpace(m.Description()) == "") {
-		t.Errorf("Machine() = %+v", m)
+	if m := CPU(); m.LogicalCores != runtime.NumCPU() || (runtime.GOOS == "linux" && !(m.LoadAverage >= 0)) || (runtime.GOOS == "linux" && strings.TrimSpace(m.Description()) == "") {
+		t.Errorf("CPU() = %+v", m)
 	}
 }

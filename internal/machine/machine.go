@@ -1,4 +1,7 @@
-package ort
+// Package machine describes the machine opplace runs on: its CPU (model,
+// cores, SIMD width, clock, load) and its memory, for the device types
+// opplace profile measures.
+package machine
 
 import (
 	"fmt"
@@ -34,7 +37,7 @@ type CPUInfo struct {
 	// when the clock is unknown.
 	PeakPerThread float64
 	// LoadAverage is the 1-minute load average (/proc/loadavg) when
-	// Machine was called; a load at or above LogicalCores means other
+	// CPU was called; a load at or above LogicalCores means other
 	// processes compete for the CPU and timings move between runs.
 	LoadAverage float64
 }
@@ -59,9 +62,9 @@ func (c CPUInfo) Description() string {
 	return model + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// Machine describes this machine's CPU from /proc/cpuinfo and the Go
+// CPU describes this machine's CPU from /proc/cpuinfo and the Go
 // runtime.
-func Machine() CPUInfo {
+func CPU() CPUInfo {
 	data, _ := os.ReadFile("/proc/cpuinfo")
 	c := ParseCPUInfo(string(data), runtime.NumCPU())
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -124,4 +127,35 @@ func ParseCPUInfo(text string, cores int) CPUInfo {
 		c.PeakPerThread = c.MHz * 1e6 * perCycle
 	}
 	return c
+}
+
+// TotalMemory is the machine's memory (MemTotal of /proc/meminfo) in
+// bytes, 0 when it cannot be read (not Linux).
+func TotalMemory() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// AvailableMemory is the smaller of TotalMemory and a cgroup v2 limit
+// (/sys/fs/cgroup/memory.max), in bytes; 0 when neither can be read.
+func AvailableMemory() int64 {
+	total := TotalMemory()
+	if data, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if limit, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && limit > 0 && (total == 0 || limit < total) {
+			total = limit
+		}
+	}
+	return total
 }
