@@ -7,8 +7,11 @@ import "time"
 type Config struct {
 	// Groups is the number of units ilp coarsens the graph to.
 	Groups int
-	// TimeLimit bounds a placer's own search (ilp's Cbc run).
+	// TimeLimit bounds a placer's own search (ilp's Cbc runs).
 	TimeLimit time.Duration
+	// Nodes bounds ilp's branch and bound by nodes, which unlike time
+	// gives the same answer on every machine; 0 means DefaultILPNodes.
+	Nodes int
 	// RefineWork bounds the local search (Refine) that strategy local
 	// runs: ops simulated over the placements it tries; 0 means
 	// DefaultRefineWork.
@@ -20,12 +23,15 @@ type Configurable interface {
 	Configure(Config)
 }
 
-// Configure sets ilp's unit count and Cbc time limit.
+// Configure sets ilp's unit count and Cbc's time and node limits.
 func (p *ILP) Configure(c Config) {
 	if c.Groups > 0 {
 		p.Groups = c.Groups
 	}
 	if c.TimeLimit > 0 {
 		p.MaxSeconds = c.TimeLimit.Seconds()
+	}
+	if c.Nodes > 0 {
+		p.MaxNodes = c.Nodes
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/cbc"
 	"github.com/opplace/opplace/internal/progress"
@@ -61,11 +62,19 @@ type ILP struct {
 	// MaxNodes limits Cbc's branch-and-bound nodes; 0 means
 	// DefaultILPNodes.
 	MaxNodes int
-	notes    []string
+	// Start is a placement to start from (a heuristic's), or none: each
+	// unit takes the device most of its work has there, and the MILP
+	// starts from the best of it, every single device and a list
+	// schedule of the units.
+	Start sim.Placement
+	notes []string
 }
 
 // Notes reports the model's size, Cbc's status, incumbent and bound.
 func (m *ILP) Notes() []string { return m.notes }
+
+// WarmStart makes pl the MILP's first candidate start (see Start).
+func (m *ILP) WarmStart(pl sim.Placement) { m.Start = pl }
 
 // ilpModel is the coarse problem in microseconds.
 type ilpModel struct {
@@ -81,9 +90,24 @@ type ilpModel struct {
 	// apart[k][g] is unit g's group in separate rule k, -1 for none:
 	// units of different groups of a rule never share a device.
 	apart [][]int8
+	// capacity is what the memory model may put on each device: its
+	// memory less the largest transient any op needs (cost.Transient).
+	capacity []float64
+	// size describes the model for notes and messages.
+	size string
 }
 
 func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
+	return placed(m.PlaceJudged(ctx, p))
+}
+
+// PlaceJudged solves the MILP and checks its placement with the judge.
+// The MILP's memory model does not see the copies a device receives, so
+// where the simulator finds a device over its memory the MILP is solved
+// again with that device's capacity lowered by the overshoot (below the
+// load the MILP put there), as the list placers do (placeFitting), within
+// the one time limit.
+func (m *ILP) PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error) {
 	m.notes = nil
 	target, secs := m.Groups, m.MaxSeconds
 	if target <= 0 {
@@ -92,22 +116,85 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	if secs <= 0 {
 		secs = DefaultILPSeconds
 	}
+	md, err := m.model(p, target)
+	if err != nil {
+		return sim.Placement{}, nil, err
+	}
+	devs := p.Costs.Cluster.Devices
+	deadline := time.Now().Add(time.Duration(secs * float64(time.Second)))
+	for round := 0; ; round++ {
+		left := secs
+		if round > 0 {
+			left = time.Until(deadline).Seconds()
+		}
+		if left <= 0 {
+			return sim.Placement{}, nil, Infeasible(p, fmt.Sprintf("the MILP on %s: the simulator found a device over its memory, and the %gs limit left no time to solve again", md.size, secs))
+		}
+		dev, start, err := m.solve(ctx, md, left)
+		if err != nil {
+			return sim.Placement{}, nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return sim.Placement{}, nil, err
+		}
+		dev = md.canonical(dev)
+		pl := md.placement(dev, start)
+		res, err := p.Simulate(pl)
+		if err != nil {
+			return sim.Placement{}, nil, err
+		}
+		load := make([]float64, md.nd)
+		for u, d := range dev {
+			load[d] += md.mem[u]
+		}
+		worst, over := -1, int64(0)
+		for d, peak := range res.PeakMemory {
+			if o := peak - devs[d].Memory; o > 0 {
+				md.capacity[d] = min(md.capacity[d], load[d]) - float64(o)
+				if o > over {
+					worst, over = d, o
+				}
+			}
+		}
+		if worst < 0 {
+			if round > 0 {
+				m.notes = append(m.notes, fmt.Sprintf("solved %d times: the simulator found a device over its memory where the MILP did not, and the MILP was solved again with that device's capacity lowered", round+1))
+			}
+			return pl, res, nil
+		}
+		if round == fitRounds {
+			return sim.Placement{}, nil, Infeasible(p, fmt.Sprintf("the MILP on %s was solved %d times, and the simulator still found %s over its memory: it peaks at %s, which holds %s",
+				md.size, fitRounds+1, devs[worst].Name, cluster.FormatBytes(res.PeakMemory[worst]), cluster.FormatBytes(devs[worst].Memory)))
+		}
+		m.Start = pl // the last placement, repaired where it can be, starts the next solve
+	}
+}
+
+// model chooses the units and builds the MILP's data.
+func (m *ILP) model(p *Problem, target int) (*ilpModel, error) {
+	lim, err := newLimits(p)
+	if err != nil {
+		return nil, err
+	}
 	// Co-placement chains whole branches into their join (an Inception
 	// block becomes one group), hiding the parallelism the MILP is for:
-	// coarsen from chains of ops, with colocation merged.
+	// without a training step's structure to go by (stepUnits), coarsen
+	// from chains of ops, with colocation merged.
 	base, err := group(p, chains)
 	if err != nil {
-		return sim.Placement{}, err
+		return nil, err
 	}
 	// Units with no path between them need ordering constraints on every
 	// common device, and those make the MILP hard: coarsen further until
 	// there are at most maxOrderRows of them.
-	var gs *Groups
 	var md *ilpModel
 	fine := false // base is the colocation classes themselves
 	for {
-		next := Coarsen(p, base, target)
-		m, err := newILPModel(p, next)
+		next, how := stepUnits(p, lim, target), "forward units, each with a mirror unit of its gradient and update ops"
+		if next == nil {
+			next, how = Coarsen(p, base, target), fmt.Sprintf("from %d chains", base.Len())
+		}
+		nm, err := newILPModel(p, next)
 		if errors.Is(err, errUnitsApart) && md != nil {
 			break // keep the last units that met
 		}
@@ -115,21 +202,32 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 			// Pins coarsened into colocated units left them no common
 			// device: start again from the colocation classes.
 			if base, err = group(p, noMerge); err != nil {
-				return sim.Placement{}, err
+				return nil, err
 			}
 			fine, target = true, base.Len()
 			continue
 		}
 		if err != nil {
-			return sim.Placement{}, err
+			return nil, err
 		}
-		gs, md = next, m
+		md = nm
+		md.size = fmt.Sprintf("%d units (%s) of %d ops", next.Len(), how, len(p.Graph.Ops))
 		if md.orderRows() <= maxOrderRows || target <= 2 {
 			break
 		}
 		target = target * 3 / 4
 	}
-	startDev, startS, ub := md.start()
+	return md, nil
+}
+
+// solve runs Cbc once on md within secs, from the best starting solution
+// (see start), and returns each unit's device and start.
+func (m *ILP) solve(ctx context.Context, md *ilpModel, secs float64) ([]int, []float64, error) {
+	p := md.p
+	startDev, startS, ub, from := md.start(m.Start)
+	if startDev != nil {
+		startDev = md.canonical(startDev)
+	}
 	begin := time.Now()
 	prob, cols := md.build(startDev, startS, ub)
 	prob.MaxSeconds = secs
@@ -138,39 +236,43 @@ func (m *ILP) Place(ctx context.Context, p *Problem) (sim.Placement, error) {
 	if prob.MaxNodes <= 0 {
 		prob.MaxNodes = DefaultILPNodes
 	}
-	solving := progress.Timed(progress.From(ctx), fmt.Sprintf("ilp: Cbc (%gs limit)", secs), time.Duration(secs*float64(time.Second)))
+	solving := progress.Timed(progress.From(ctx), fmt.Sprintf("ilp: Cbc (%.3gs limit)", secs), time.Duration(secs*float64(time.Second)))
 	sol, err := cbc.Solve(prob)
 	elapsed := time.Since(begin)
 	solving()
 	if err != nil {
-		return sim.Placement{}, err
+		return nil, nil, err
 	}
-	size := fmt.Sprintf("%d units (from %d chains of %d ops), %d variables, %d constraints",
-		gs.Len(), base.Len(), len(p.Graph.Ops), len(prob.Cols), len(prob.RowLower))
-	var dev []int
-	var start []float64
+	size := fmt.Sprintf("%s, %d variables, %d constraints", md.size, len(prob.Cols), len(prob.RowLower))
 	switch {
 	case sol.X != nil:
-		dev, start = cols.decode(sol.X)
+		dev, start := cols.decode(sol.X)
 		gap := 0.0
 		if sol.Objective > 0 {
 			gap = (sol.Objective - sol.Bound) / sol.Objective
 		}
-		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: %s after %s, makespan %.3f ms (coarse model), bound %.3f ms, gap %.1f%%",
-			size, sol.Status, elapsed.Round(time.Millisecond), sol.Objective/1e3, sol.Bound/1e3, 100*gap))
+		status := sol.Status.String()
+		if sol.Status != cbc.Optimal {
+			status = fmt.Sprintf("stopped at its limit of %d nodes", prob.MaxNodes)
+			if elapsed.Seconds() >= 0.95*secs {
+				status = fmt.Sprintf("stopped at its time limit (%.3gs; a search stopped by time may end elsewhere on another run)", secs)
+			}
+		}
+		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: %s after %s, makespan %.3f ms (coarse model; start: %s at %.3f ms), bound %.3f ms, gap %.1f%%",
+			size, status, elapsed.Round(time.Millisecond), sol.Objective/1e3, from, ub/1e3, sol.Bound/1e3, 100*gap))
+		return dev, start, nil
 	case sol.Status == cbc.Infeasible:
-		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution: its memory model keeps every op's output on its device for the whole step (the simulator frees an activation once it is read), so it rejects plans that fit", size))
+		return nil, nil, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution: its memory model (%s) rejects every placement of these units", size, ilpMemoryModel))
 	case startDev != nil:
-		dev, start = startDev, startS
-		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc found no solution in %s; kept the starting list schedule", size, elapsed.Round(time.Millisecond)))
+		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc found no solution in %s; kept the starting solution (%s)", size, elapsed.Round(time.Millisecond), from))
+		return startDev, startS, nil
 	default:
-		return sim.Placement{}, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement within its limits (%s of %gs, %d nodes), and its memory model, which keeps every op's output for the whole step, left no starting schedule", size, elapsed.Round(time.Millisecond), secs, prob.MaxNodes))
+		return nil, nil, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement within its limits (%s of %.3gs, %d nodes), and its memory model (%s) left no starting solution", size, elapsed.Round(time.Millisecond), secs, prob.MaxNodes, ilpMemoryModel))
 	}
-	if err := ctx.Err(); err != nil {
-		return sim.Placement{}, err
-	}
-	return md.placement(md.canonical(dev), start), nil
 }
+
+// ilpMemoryModel says what the MILP counts on a device, for messages.
+const ilpMemoryModel = "each unit's parameters, weight gradients and optimizer state, and its forward outputs kept until the backward pass, within each device's memory less the largest op's scratch and gradients; copies received from other devices are not counted"
 
 // errUnitsApart says units that must share a device (colocated ops the
 // coarsening put in different units) allow no device in common.
@@ -183,22 +285,24 @@ func newILPModel(p *Problem, gs *Groups) (*ilpModel, error) {
 	}
 	g, nd, ng := p.Graph, p.Costs.NumDevices(), gs.Len()
 	md := &ilpModel{p: p, gs: gs, gg: newGroupGraph(p, gs), nd: nd, t: make([][]float64, ng), mem: make([]float64, ng), allowed: make([][]int, ng)}
+	var transient int64
+	for i := range g.Ops {
+		transient = max(transient, p.Costs.Transient(graph.OpID(i)))
+	}
+	md.capacity = make([]float64, nd)
+	for d := range md.capacity {
+		md.capacity[d] = float64(p.Costs.Cluster.Devices[d].Memory - transient)
+	}
 	classUnit := map[int32]int32{}
 	for u, members := range gs.Members {
 		md.t[u] = make([]float64, nd)
 		md.allowed[u] = lim.devices(members[0])
-		var seen []graph.TensorID
+		fp := p.Costs.Footprint(members)
+		md.mem[u] = float64(fp.Resident + fp.Stash)
 		for _, op := range members {
 			md.allowed[u] = intersect(md.allowed[u], lim.devices(op))
 			for d := 0; d < nd; d++ {
 				md.t[u][d] += 1e6 * p.Costs.OpTime(op, d)
-			}
-			md.mem[u] += float64(p.Costs.OutputBytes(op) + p.Costs.TempBytes(op))
-			for _, in := range g.Ops[op].Inputs {
-				if tn := &g.Tensors[in]; tn.Producer == graph.NoOp && !slices.Contains(seen, in) {
-					seen = append(seen, in)
-					md.mem[u] += float64(tn.Bytes())
-				}
 			}
 			c := lim.class[op]
 			if v, ok := classUnit[c]; !ok {
@@ -284,44 +388,87 @@ func (md *ilpModel) comm(a, b int, bytes int64) float64 {
 	return 1e6 * md.p.Costs.Transfer(a, b, bytes)
 }
 
-func (md *ilpModel) memOK(load []float64, u int32, d int) bool {
-	return load[d]+md.mem[u] <= float64(md.p.Costs.Cluster.Devices[d].Memory)
-}
-
-// start is a feasible solution of the MILP, the best of every single
-// device and an earliest-finish list schedule of the units, or nil.
-func (md *ilpModel) start() ([]int, []float64, float64) {
-	var bestDev []int
-	var bestS []float64
-	best := math.Inf(1)
-	try := func(fixed int) {
-		dev, s, end := md.listSchedule(fixed)
-		if dev != nil && end < best {
-			bestDev, bestS, best = dev, s, end
+// start is a feasible solution of the MILP, the best of the given
+// placement's units (each on the device where most of its work runs in
+// it), every single device and an earliest-finish list schedule of the
+// units, or nil; from says which.
+func (md *ilpModel) start(given sim.Placement) (dev []int, s []float64, end float64, from string) {
+	end = math.Inf(1)
+	try := func(prefer []int, name string) {
+		d, st, e := md.listSchedule(prefer)
+		if d != nil && e < end {
+			dev, s, end, from = d, st, e, name
 		}
 	}
-	for d := 0; d < md.nd; d++ {
-		try(d)
+	if given.Device != nil {
+		try(md.units(given), "the given placement")
 	}
-	try(-1)
-	return bestDev, bestS, best
+	prefer := make([]int, md.gs.Len())
+	for d := 0; d < md.nd; d++ {
+		for u := range prefer {
+			prefer[u] = d
+		}
+		try(prefer, "one device")
+	}
+	try(nil, "a list schedule")
+	return dev, s, end, from
+}
+
+// units maps a placement of ops to one device per unit: the device where
+// most of the unit's work runs (the lowest on a tie).
+func (md *ilpModel) units(pl sim.Placement) []int {
+	dev := make([]int, md.gs.Len())
+	work := make([]float64, md.nd)
+	for u, members := range md.gs.Members {
+		clear(work)
+		for _, op := range members {
+			if d := pl.Device[op]; d >= 0 && d < md.nd {
+				work[d] += md.p.Costs.FastestTime(op) + 1e-12 // ops of no work still vote
+			}
+		}
+		dev[u] = 0
+		for d := range work {
+			if work[d] > work[dev[u]] {
+				dev[u] = d
+			}
+		}
+	}
+	return dev
 }
 
 // listSchedule places the units in topological order, each on the device
-// where it finishes first (or on fixed when it may run there), within
-// the MILP's memory model; nil if some unit fits nowhere.
-func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
+// where it finishes first (or on prefer[u] when prefer is not nil and
+// the unit may run and fits there), within the MILP's memory model; nil
+// if some unit fits nowhere.
+func (md *ilpModel) listSchedule(prefer []int) ([]int, []float64, float64) {
 	ng := md.gs.Len()
 	dev := make([]int, ng)
 	s := make([]float64, ng)
 	free := make([]float64, md.nd)
 	load := make([]float64, md.nd)
 	placed := make([]bool, ng)
+	// Colocated units go where the first of them goes: it reserves their
+	// memory there, or a device filled by forward units could take none
+	// of their gradients.
+	tied := graph.NewUnionFind[int32](ng)
+	for _, c := range md.coloc {
+		tied.Union(c[0], c[1])
+	}
+	tiedMem := make([]float64, ng)
+	for u := range tiedMem {
+		tiedMem[tied.Find(int32(u))] += md.mem[u]
+	}
+	reserved := make([]bool, ng)
 	var makespan float64
 	for _, u := range md.gg.order {
+		r := tied.Find(u)
+		need := 0.0
+		if !reserved[r] {
+			need = tiedMem[r]
+		}
 		best, bestEnd := -1, math.Inf(1)
 		for _, d := range md.allowed[u] {
-			if !md.memOK(load, u, d) || md.colocElsewhere(dev, s, u, d) || md.apartClash(dev, placed, u, d) {
+			if load[d]+need > md.capacity[d] || md.colocElsewhere(dev, s, u, d) || md.apartClash(dev, placed, u, d) {
 				continue
 			}
 			st := free[d]
@@ -330,7 +477,7 @@ func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
 				st = max(st, s[ed.from]+md.t[ed.from][dev[ed.from]]+md.comm(dev[ed.from], d, ed.bytes))
 			}
 			end := st + md.t[u][d]
-			if fixed >= 0 && d == fixed {
+			if prefer != nil && d == prefer[u] {
 				best, bestEnd = d, end
 				break
 			}
@@ -343,9 +490,10 @@ func (md *ilpModel) listSchedule(fixed int) ([]int, []float64, float64) {
 		}
 		dev[u] = best
 		placed[u] = true
+		reserved[r] = true
 		s[u] = bestEnd - md.t[u][best]
 		free[best] = bestEnd
-		load[best] += md.mem[u]
+		load[best] += need
 		makespan = max(makespan, bestEnd)
 	}
 	for _, c := range md.coloc {
@@ -578,14 +726,19 @@ func (md *ilpModel) build(startDev []int, startS []float64, ub float64) (*cbc.Pr
 		row(0, cbc.Inf, ts...)
 	}
 	for d := 0; d < nd; d++ {
-		capacity := float64(md.p.Costs.Cluster.Devices[d].Memory)
+		// Scaled by the capacity (bytes are ~1e10); a device with none
+		// left takes only units of no memory.
+		capacity, upper := md.capacity[d], 1.0
+		if capacity <= 0 {
+			capacity, upper = 1<<30, 0
+		}
 		var ts []cbc.Entry
 		for u := 0; u < ng; u++ {
-			if j := cols.x[u][d]; j >= 0 && capacity > 0 {
+			if j := cols.x[u][d]; j >= 0 {
 				ts = append(ts, term(j, md.mem[u]/capacity))
 			}
 		}
-		row(-cbc.Inf, 1, ts...)
+		row(-cbc.Inf, upper, ts...)
 	}
 	// Units of different groups of a separate rule never share a device.
 	for _, grp := range md.apart {
@@ -612,6 +765,29 @@ func (md *ilpModel) build(startDev []int, startS []float64, ub float64) (*cbc.Pr
 				row(0, 0, term(a, 1))
 			case b >= 0:
 				row(0, 0, term(b, 1))
+			}
+		}
+	}
+	// Interchangeable devices are used in order of first use along the
+	// units' topological order: device c_j of a class runs a unit only
+	// if c_{j-1} runs one earlier. Every solution has a relabelling that
+	// obeys this (canonical computes it, and the start is given so), so
+	// no makespan is lost, and Cbc no longer searches the class's |C|!
+	// copies of each placement.
+	for _, class := range md.interchangeable() {
+		for j := 1; j < len(class); j++ {
+			for r, u := range md.gg.order {
+				xj := cols.x[u][class[j]]
+				if xj < 0 {
+					continue
+				}
+				ts := []cbc.Entry{term(xj, 1)}
+				for _, v := range md.gg.order[:r] {
+					if xp := cols.x[v][class[j-1]]; xp >= 0 {
+						ts = append(ts, term(xp, -1))
+					}
+				}
+				row(-cbc.Inf, 0, ts...)
 			}
 		}
 	}
@@ -653,38 +829,21 @@ func (md *ilpModel) placement(dev []int, start []float64) sim.Placement {
 	return pl
 }
 
-// canonical renames interchangeable devices (same type, memory and links
-// to every other device) in order of first use along the units'
-// topological order, so that among the solver's symmetric optima the
-// answer is always the same one.
+// canonical renames interchangeable devices (see interchangeable) in
+// order of first use along the units' topological order, so that among
+// the solver's symmetric optima the answer is always the same one.
 func (md *ilpModel) canonical(dev []int) []int {
-	c := md.p.Costs
 	nd := md.nd
-	same := func(a, b int) bool {
-		if !c.SameType(a, b) || c.Cluster.Devices[a].Memory != c.Cluster.Devices[b].Memory {
-			return false
-		}
-		const probe = 1 << 20
-		if c.Transfer(a, b, probe) != c.Transfer(b, a, probe) {
-			return false
-		}
-		for k := 0; k < nd; k++ {
-			if k != a && k != b && (c.Transfer(a, k, probe) != c.Transfer(b, k, probe) || c.Transfer(k, a, probe) != c.Transfer(k, b, probe)) {
-				return false
-			}
-		}
-		return true
-	}
 	rename := make([]int, nd)
 	for d := range rename {
 		rename[d] = -1
 	}
 	taken := make([]bool, nd)
-	// Pinned or restricted units must keep their devices: rename only
-	// when every unit allows every device.
-	for u := range md.allowed {
-		if len(md.allowed[u]) != nd {
-			return dev
+	classOf := make([]int, nd)
+	classes := md.interchangeable()
+	for k, c := range classes {
+		for _, d := range c {
+			classOf[d] = k
 		}
 	}
 	for _, u := range md.gg.order {
@@ -692,17 +851,17 @@ func (md *ilpModel) canonical(dev []int) []int {
 		if rename[d] >= 0 {
 			continue
 		}
-		for k := 0; k < nd; k++ {
-			if !taken[k] && (k == d || same(k, d)) {
+		for _, k := range classes[classOf[d]] {
+			if !taken[k] {
 				rename[d], taken[k] = k, true
 				break
 			}
 		}
 	}
-	// Devices never used keep the names left over.
+	// Devices never used keep the names left over in their class.
 	for d := 0; d < nd; d++ {
 		if rename[d] < 0 {
-			for k := 0; k < nd; k++ {
+			for _, k := range classes[classOf[d]] {
 				if !taken[k] {
 					rename[d], taken[k] = k, true
 					break
@@ -715,4 +874,51 @@ func (md *ilpModel) canonical(dev []int) []int {
 		out[u] = rename[d]
 	}
 	return out
+}
+
+// interchangeable partitions the devices into classes whose members the
+// MILP cannot tell apart: one type, one capacity left to the memory
+// model, the same links to each other and to every other device, and
+// every unit allowed on all or none of them. Any permutation within a
+// class maps solutions to solutions of equal makespan. Classes are in
+// order of their first device, each ascending.
+func (md *ilpModel) interchangeable() [][]int {
+	c := md.p.Costs
+	nd := md.nd
+	same := func(a, b int) bool {
+		if !c.SameType(a, b) || md.capacity[a] != md.capacity[b] {
+			return false
+		}
+		const probe = 1 << 20
+		if c.Transfer(a, b, probe) != c.Transfer(b, a, probe) {
+			return false
+		}
+		for k := 0; k < nd; k++ {
+			if k != a && k != b && (c.Transfer(a, k, probe) != c.Transfer(b, k, probe) || c.Transfer(k, a, probe) != c.Transfer(k, b, probe)) {
+				return false
+			}
+		}
+		for u := range md.allowed {
+			if slices.Contains(md.allowed[u], a) != slices.Contains(md.allowed[u], b) {
+				return false
+			}
+		}
+		return true
+	}
+	var classes [][]int
+	placed := make([]bool, nd)
+	for a := 0; a < nd; a++ {
+		if placed[a] {
+			continue
+		}
+		class := []int{a}
+		for b := a + 1; b < nd; b++ {
+			if !placed[b] && same(a, b) {
+				class = append(class, b)
+				placed[b] = true
+			}
+		}
+		classes = append(classes, class)
+	}
+	return classes
 }

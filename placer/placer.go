@@ -82,6 +82,14 @@ type Judged interface {
 	PlaceJudged(ctx context.Context, p *Problem) (sim.Placement, *sim.Result, error)
 }
 
+// WarmStarted is implemented by placers that can start their search from
+// another placer's placement (ilp gives it to Cbc as its first
+// incumbent), so a search with a limit ends no worse than where it
+// began, in its own model.
+type WarmStarted interface {
+	WarmStart(sim.Placement)
+}
+
 // placed is Place's share of what PlaceJudged returns.
 func placed(pl sim.Placement, _ *sim.Result, err error) (sim.Placement, error) { return pl, err }
 

@@ -29,7 +29,7 @@ const Auto = "auto"
 // opplace's placers against, not to plan with.
 var AutoStrategies = []string{
 	"dp", "pipeline:pipedream", "pipeline:exact", "tensor",
-	"single", "m-etf", "heft", "m-sct", "m-topo", "expert", "local",
+	"single", "m-etf", "heft", "m-sct", "m-topo", "expert", "ilp", "local",
 	"dp+m-etf", "dp+heft",
 }
 
@@ -39,6 +39,17 @@ var AutoStrategies = []string{
 // proof takes longer; --strategy pipeline:exact searches up to its own
 // 30 s limit.
 const AutoExactTimeLimit = 2 * time.Second
+
+// AutoILPTimeLimit and AutoILPNodes are what auto gives the ilp placer
+// when the configuration sets none. The node limit ends the search on
+// most graphs (the same answer on every machine); the time limit caps it
+// on a slow machine or a large model (then the note says so, and the
+// plan may differ between runs). ilp starts from the best placement
+// before it, so it can only add a better one.
+const (
+	AutoILPTimeLimit = 2 * time.Second
+	AutoILPNodes     = 50
+)
 
 // AutoRefineWork is the work auto gives the local search when the
 // configuration sets none: 10^6 simulated ops, 1.2-2.7 s here at most
@@ -124,6 +135,12 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 	}
 	if cfg.Placer.RefineWork == 0 {
 		cfg.Placer.RefineWork = AutoRefineWork
+	}
+	if cfg.Placer.TimeLimit == 0 {
+		cfg.Placer.TimeLimit = AutoILPTimeLimit
+	}
+	if cfg.Placer.Nodes == 0 {
+		cfg.Placer.Nodes = AutoILPNodes
 	}
 	strategies := make([]Strategy, len(names))
 	bounds := make([]float64, len(names))

@@ -39,9 +39,19 @@ func (s *local) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	if err := s.options().Check(len(p.Graph.Ops)); err != nil {
 		return nil, notApplicable(err)
 	}
+	seeds, err := runSeeds(ctx, p, s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.ProposeFrom(ctx, p, seeds)
+}
+
+// runSeeds evaluates the LocalSeeds placers, for a strategy that starts
+// from the best of them when it runs on its own.
+func runSeeds(ctx context.Context, p *Problem, cfg placer.Config) ([]Outcome, error) {
 	var seeds []Outcome
 	for _, name := range LocalSeeds {
-		st, err := New(name, Config{Placer: s.cfg})
+		st, err := New(name, Config{Placer: cfg})
 		if err != nil {
 			return nil, err
 		}
@@ -51,12 +61,12 @@ func (s *local) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		}
 		seeds = append(seeds, o)
 	}
-	return s.ProposeFrom(ctx, p, seeds)
+	return seeds, nil
 }
 
-// ProposeFrom refines the fastest fitting one-stage placement among
-// before (the first on a tie).
-func (s *local) ProposeFrom(ctx context.Context, p *Problem, before []Outcome) ([]Proposal, error) {
+// bestPlacement is the fastest fitting one-stage placement among before
+// (the first on a tie), or nil, with the errors of those that failed.
+func bestPlacement(before []Outcome) (*Outcome, []error) {
 	var seed *Outcome
 	var errs []error
 	for i := range before {
@@ -71,6 +81,13 @@ func (s *local) ProposeFrom(ctx context.Context, p *Problem, before []Outcome) (
 			seed = o
 		}
 	}
+	return seed, errs
+}
+
+// ProposeFrom refines the fastest fitting one-stage placement among
+// before (the first on a tie).
+func (s *local) ProposeFrom(ctx context.Context, p *Problem, before []Outcome) ([]Proposal, error) {
+	seed, errs := bestPlacement(before)
 	if seed == nil {
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("local: no placement to start from: %w", errors.Join(errs...))

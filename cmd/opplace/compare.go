@@ -25,11 +25,12 @@ type compareFlags struct {
 	strategies []string
 	groups     int
 	ilpSeconds float64
-	mode       string
-	optimizer  string
-	precision  string
-	recompute  string
-	tensor     string
+	searchFlags
+	mode      string
+	optimizer string
+	precision string
+	recompute string
+	tensor    string
 }
 
 func init() { commands = append(commands, newCompareCmd) }
@@ -62,12 +63,13 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 	f.register(cmd)
 	f.registerGiven(cmd)
 	f.registerRules(cmd)
+	f.registerSearch(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.StringArrayVar(&f.strategies, "strategy", nil, "run only this strategy (repeatable; default all)")
 	fl.IntVar(&f.groups, "groups", placer.DefaultILPGroups, "ilp: coarsen the graph to about this many units")
-	fl.Float64Var(&f.ilpSeconds, "ilp-seconds", placer.DefaultILPSeconds, "ilp: Cbc time limit in seconds")
+	fl.Float64Var(&f.ilpSeconds, "ilp-seconds", placer.DefaultILPSeconds, "ilp: Cbc time limit in seconds (--time-limit, where given, sets it too)")
 	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
 	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
@@ -98,6 +100,9 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	}
 	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
 		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
+	}
+	if err := f.searchFlags.apply(&opts.Strategies); err != nil {
+		return err
 	}
 	if err := f.applyCompare(&opts, f.strategies); err != nil {
 		return err

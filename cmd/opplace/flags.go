@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/strategy"
 	"github.com/opplace/opplace/train"
 )
 
@@ -114,6 +117,30 @@ func registerPrecision(cmd *cobra.Command, p *string) {
 func checkPrecision(p string) error {
 	if _, err := train.ParsePrecision(p); err != nil {
 		return usageError{fmt.Errorf("--precision: %w", err)}
+	}
+	return nil
+}
+
+// searchFlags limit the exact searches (ilp's Cbc solves, the exact
+// partitioner's proof) of plan and compare.
+type searchFlags struct {
+	timeLimit time.Duration
+}
+
+func (f *searchFlags) registerSearch(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&f.timeLimit, "time-limit", 0,
+		fmt.Sprintf("time each exact search may take: ilp's Cbc solves and pipeline:exact's proof, each keeping its best plan when the time is up (default: %v each in auto; on their own, ilp %gs and pipeline:exact 30s)",
+			strategy.AutoILPTimeLimit, placer.DefaultILPSeconds))
+}
+
+// apply sets the limits on cfg.
+func (f *searchFlags) apply(cfg *strategy.Config) error {
+	if f.timeLimit < 0 {
+		return usageError{fmt.Errorf("--time-limit %v: want a positive duration such as 5s", f.timeLimit)}
+	}
+	if f.timeLimit > 0 {
+		cfg.Placer.TimeLimit = f.timeLimit
+		cfg.Pipeline.TimeLimit = f.timeLimit
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ type planFlags struct {
 	deviceFlags
 	givenFlags
 	ruleFlags
+	searchFlags
 	cluster  string
 	strategy string
 	output   string
@@ -100,6 +101,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	f.registerDevices(cmd)
 	f.registerGiven(cmd)
 	f.registerRules(cmd)
+	f.registerSearch(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.strategy, "strategy", pipeline.Auto, "strategy: auto, pipeline, "+strings.Join(pipeline.Strategies(), ", "))
@@ -186,6 +188,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
 		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
+	}
+	if err := f.searchFlags.apply(&opts.Strategies); err != nil {
+		return err
 	}
 	res, err := pipeline.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
