@@ -324,7 +324,9 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 			}
 			// In the order of the downsets (by size, as the walk meets
 			// them), so ties between equal splits go as the walk's did.
-			slices.Sort(queue)
+			if !l.anyOrder {
+				slices.Sort(queue)
+			}
 		}
 		for qi := first; ; qi++ {
 			var e int32

@@ -147,12 +147,24 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	} else if ok {
 		return pl, nil
 	}
+	// When pure sources are what makes the downsets too many, a bound
+	// charging each to its consumer's stage, and a split built from it,
+	// may close the gap (sources.go).
+	ok, srcLB, err := p.sourceBound(ctx, pl, info, deadline)
+	if err != nil {
+		return nil, err
+	} else if ok {
+		return pl, nil
+	}
 	// The certificate: the relaxed optimum at the plan's M bounds every
 	// split of the unit graph from below.
 	rl := l.reweight(red.relaxU, red.relaxM)
 	bounding := progress.From(ctx).Start("exact: bounding the gap", 0)
 	lb, err := solveBounded(p, rl, pl.MicroBatches, pl.value, deadline, nil)
 	bounding.Done()
+	if err == nil && lb == nil && srcLB > 0 || errors.Is(err, errDeadline) && srcLB > 0 {
+		lb, err = &solution{value: srcLB}, nil
+	}
 	switch {
 	case errors.Is(err, errDeadline) || err == nil && lb == nil:
 		info.LowerBoundMs = 0
@@ -160,6 +172,7 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	case err != nil:
 		return nil, err
 	default:
+		lb.value = max(lb.value, srcLB)
 		info.LowerBoundMs = ms(lb.value)
 		gap := 0.0
 		if pl.value > 0 {

@@ -37,6 +37,7 @@ type lattice struct {
 	launch     []float64 // smallest launch overhead over classes
 	params     []int64
 	stash      []int64
+	credit     []float64 // ideal*len(m.creditOf) + j: see model.credit
 	// parent[i] ∪ {added[i]} = ideal i (a spanning tree of the cover
 	// edges), so reweight can redo the sums for another model.
 	parent, added []int32
@@ -50,6 +51,10 @@ type lattice struct {
 	// breadth-first walk over the cover edges (the tests' reference)
 	// rather than by searching the cuttable ideals sorted by compute.
 	walk bool
+	// anyOrder lets solve try the stage ends from an ideal in compute
+	// order rather than the downsets' (a bound's search, where ties need
+	// not go as the breadth-first walk's did): it skips a sort.
+	anyOrder bool
 	// tempMax[j][p] is the largest scratch buffer of the units at
 	// positions p..p+2^j-1 of that order (chain only): a sparse table, so
 	// a stage's scratch is O(1) where scanning its units made pipedream
@@ -142,6 +147,14 @@ func (l *lattice) sums(s *sums, d, e int32) {
 	}
 	s.params = l.params[e] - l.params[d]
 	s.stash = l.stash[e] - l.stash[d]
+	if nj := len(l.m.creditOf); nj > 0 {
+		if len(s.credit) != nj {
+			s.credit = make([]float64, nj)
+		}
+		for j := range nj {
+			s.credit[j] = l.credit[int(e)*nj+j] - l.credit[int(d)*nj+j]
+		}
+	}
 }
 
 func newSums(nc int) *sums {
@@ -169,6 +182,9 @@ func (l *lattice) extend(u *units, m *model, parent int32, v int32, member func(
 	l.launch = append(l.launch, l.launch[parent]+m.leastLaunch(int(v)))
 	l.params = append(l.params, l.params[parent]+m.params[v])
 	l.stash = append(l.stash, l.stash[parent]+m.stash[v])
+	for j, nj := 0, len(m.creditOf); j < nj; j++ {
+		l.credit = append(l.credit, l.credit[int(parent)*nj+j]+m.credit[int(v)*nj+j])
+	}
 	cut := l.cut[parent]
 	for _, ti := range u.outT[v] {
 		t := &u.tensors[ti]
@@ -210,7 +226,7 @@ func newLattice(u *units, m *model) *lattice {
 		params: []int64{0}, stash: []int64{0},
 		fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc),
 		fwdL: make([]float64, nc), bwdL: make([]float64, nc), banned: make([]int32, nc),
-		apart: make([]int32, len(m.apartRule)),
+		apart: make([]int32, len(m.apartRule)), credit: make([]float64, len(m.creditOf)),
 	}
 }
 

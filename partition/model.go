@@ -67,6 +67,14 @@ type model struct {
 	apartRule []int
 	// per unit
 	params, stash, temp []int64
+	// credit is set only on the lower-bound model of sourceBound: per
+	// unit and per (class, link) pair j, the least time per step its pure
+	// sources can add to the unit's stage, either updated there or
+	// received over that pair's link (see sources.go); creditOf[j] is the
+	// class and creditAt[k][p] the pair of class k's position p.
+	credit   []float64
+	creditOf []int
+	creditAt [][]int
 	// recomputed is, under Options.Recompute, the largest module's saved
 	// forward outputs that are no checkpoints (whole batch), 0 otherwise.
 	recomputed int64
@@ -238,6 +246,7 @@ type sums struct {
 	mixed                     bool      // holds two groups of one separate rule
 	fwd, bwd, upd, fwdL, bwdL []float64 // per class
 	params, stash             int64
+	credit                    []float64 // per model.creditOf pair
 }
 
 // stageCost is one stage's evaluation.
@@ -283,6 +292,9 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 		}
 	}
 	sc.perStep += s.upd[k]
+	if m.creditAt != nil {
+		sc.perStep += s.credit[m.creditAt[k][p]]
+	}
 	sc.sync = sc.perStep / fM
 	sc.time = sc.fwd + sc.bwd + sc.sync
 	sc.paramBytes = s.params
