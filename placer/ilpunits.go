@@ -23,11 +23,15 @@ import (
 // forward and backward runs and let colocation tie them all to one
 // device.
 //
+// With a start (a placement to begin from, or nil), no unit holds
+// forward ops the start puts on different devices, so the start is one
+// of the MILP's solutions exactly rather than a rounding of it.
+//
 // A graph with no backward ops gets forward units only (up to target).
 // stepUnits returns nil when some backward or update op has no forward
 // op in its class, or the units would not be acyclic: the caller then
 // coarsens as before.
-func stepUnits(p *Problem, lim *limits, target int) *Groups {
+func stepUnits(p *Problem, lim *limits, target int, start []int) *Groups {
 	g, n := p.Graph, len(p.Graph.Ops)
 	// partner[op] is the forward op whose unit op joins: itself for a
 	// forward op, the first forward op of its class (in p.Order) else.
@@ -59,7 +63,7 @@ func stepUnits(p *Problem, lim *limits, target int) *Groups {
 	if training {
 		target = max(target/2, 1)
 	}
-	q := newStepQuotient(p, lim, partner)
+	q := newStepQuotient(p, lim, partner, start)
 	// Ops of one class must share a device anyway: merge them first where
 	// that keeps the forward graph acyclic; the rest stay constraints.
 	for _, op := range p.Order {
@@ -255,7 +259,7 @@ type stepQuotient struct {
 	uf         *graph.UnionFind[int32]
 	succ, pred []map[int32]struct{} // per root, forward edges only
 	allowed    [][]int
-	key        []int32
+	key        []int32 // ops with different keys never merge
 	work       []float64
 	mem        []int64
 	totalWork  float64
@@ -267,7 +271,7 @@ type stepQuotient struct {
 	stack []int32
 }
 
-func newStepQuotient(p *Problem, lim *limits, partner []graph.OpID) *stepQuotient {
+func newStepQuotient(p *Problem, lim *limits, partner []graph.OpID, start []int) *stepQuotient {
 	g, t, n := p.Graph, p.Costs, len(p.Graph.Ops)
 	q := &stepQuotient{uf: graph.NewUnionFind[int32](n), succ: make([]map[int32]struct{}, n), pred: make([]map[int32]struct{}, n),
 		allowed: make([][]int, n), key: make([]int32, n), work: make([]float64, n), mem: make([]int64, n),
@@ -284,6 +288,11 @@ func newStepQuotient(p *Problem, lim *limits, partner []graph.OpID) *stepQuotien
 		q.roots++
 		q.allowed[i] = lim.devices(op)
 		q.key[i] = lim.apartKey(op)
+		if start != nil {
+			// Separate rules' keys are small: the start's device keeps
+			// its own range.
+			q.key[i] += int32(1+start[i]) << 16
+		}
 		q.succ[i], q.pred[i] = map[int32]struct{}{}, map[int32]struct{}{}
 		for _, m := range members[i] {
 			q.work[i] += t.FastestTime(m)
