@@ -28,9 +28,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -39,7 +41,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/internal/stats"
 )
 
@@ -103,7 +107,14 @@ func main() {
 	shared := flag.String("shared", "../shared/models", "the shared models")
 	heldout := flag.String("heldout", "testdata/models/heldout", "the held-out models")
 	batch := flag.Int("batch", 1, "batch size (images per input, sequences for BERT and the GPTs)")
+	peaks := flag.Int("peak-stability", 0, "instead of the models: measure the CPU's peak this many times per thread count with profile's repetition and with the old fixed 5 rounds, interleaved, and print how far each moves")
 	flag.Parse()
+	if *peaks > 0 {
+		if err := peakStability(os.Stdout, cfg.lib, threads, *peaks); err != nil {
+			fatalf("%v", err)
+		}
+		return
+	}
 	cfg.batch = *batch
 	for _, s := range strings.Split(threads, ",") {
 		t, err := strconv.Atoi(strings.TrimSpace(s))
@@ -631,4 +642,68 @@ func writeJSON(path string, v any) error {
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "cpuaccuracy: "+format+"\n", args...)
 	os.Exit(1)
+}
+
+// peakStability measures the peak n times per thread count with
+// ort.DefaultSettle (what profile --runtime onnxruntime runs) and with
+// the fixed 5 rounds it replaced, alternating, and prints for each the
+// FLOP/s min / median / max, (max - min) / median and the share within
+// 10% of the median (issue 19: a peak that moves more than 10% between
+// two runs of the same command is a bug).
+func peakStability(w io.Writer, lib, threads string, n int) error {
+	if lib == "" {
+		var err error
+		if lib, err = ort.Find(""); err != nil {
+			return err
+		}
+	}
+	ways := []struct {
+		name string
+		st   ort.Settle
+	}{{"fixed 5 rounds (before)", ort.FixedRounds(5)}, {"settled (profile now)", ort.DefaultSettle}}
+	fmt.Fprintln(w, "| threads | repetition | runs | peak FLOP/s min / median / max | (max-min)/median | within 10% of median | rounds: median (max) | not settled | seconds per measurement (median) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, s := range strings.Split(threads, ",") {
+		t, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		flops := make([][]float64, len(ways))
+		rounds := make([][]float64, len(ways))
+		secs := make([][]float64, len(ways))
+		unsettled := make([]int, len(ways))
+		for i := range n {
+			for k := range ways {
+				// Alternate which goes first, so neither always follows
+				// the other.
+				k = (k + i) % len(ways)
+				began := time.Now()
+				p, err := ort.MeasurePeakWith(context.Background(), ort.Options{Library: lib, Threads: t}, ways[k].st)
+				if err != nil {
+					return err
+				}
+				flops[k] = append(flops[k], p.FLOPS.Best)
+				rounds[k] = append(rounds[k], float64(p.Rounds))
+				secs[k] = append(secs[k], time.Since(began).Seconds())
+				if !p.Settled {
+					unsettled[k]++
+				}
+				fmt.Fprintf(os.Stderr, "threads %d run %d %s: %.4g FLOP/s, %d rounds, settled %v, spread %.1f%%\n", t, i+1, ways[k].name, p.FLOPS.Best, p.Rounds, p.Settled, 100*p.RoundSpread())
+			}
+		}
+		for k, way := range ways {
+			f := flops[k]
+			med := stats.Median(f)
+			within := 0
+			for _, v := range f {
+				if math.Abs(v-med) <= 0.1*med {
+					within++
+				}
+			}
+			fmt.Fprintf(w, "| %d | %s | %d | %.3g / %.3g / %.3g | %.1f%% | %d/%d | %.0f (%.0f) | %d | %.1f |\n", t, way.name, len(f),
+				slices.Min(f), med, slices.Max(f), 100*(slices.Max(f)-slices.Min(f))/med, within, len(f),
+				stats.Median(rounds[k]), slices.Max(rounds[k]), unsettled[k], stats.Median(secs[k]))
+		}
+	}
+	return nil
 }
