@@ -126,6 +126,26 @@ func (t *Table) WithAllowed(sets *graph.DeviceSets) *Table {
 	return &r
 }
 
+// WithFree returns a copy of t in which the ops marked in free take no
+// time on the devices that can run them (an inference runtime computes
+// them when it loads the model: graph.LoadTimeOps).
+func (t *Table) WithFree(free []bool) *Table {
+	r := *t
+	r.time = slices.Clone(t.time)
+	nt := len(t.types)
+	for i, f := range free {
+		if !f {
+			continue
+		}
+		for k := range nt {
+			if v := r.time[i*nt+k]; v > 0 && !math.IsInf(v, 1) {
+				r.time[i*nt+k] = 0
+			}
+		}
+	}
+	return &r
+}
+
 // Restricted reports whether the user's rules limit some op to part of
 // the cluster.
 func (t *Table) Restricted() bool { return t.allowed != nil }

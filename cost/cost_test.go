@@ -88,3 +88,36 @@ func TestLowerBound(t *testing.T) {
 		t.Errorf("working set of d = %d, want 24 (two inputs and an output of 8 B)", got)
 	}
 }
+
+func TestBytesMovedSelection(t *testing.T) {
+	// Gather and Slice read of their first input only what they write.
+	for _, c := range []struct {
+		typ  string
+		want int64
+	}{
+		{"Gather", 4*128*768 + 8*128 + 4*128*768},
+		{"Slice", 4*128*768 + 8*128 + 4*128*768},
+		{"Add", 4*30522*768 + 8*128 + 4*128*768},
+	} {
+		g := graph.New("sel", 1, 3)
+		data, _ := g.AddTensor(graph.Tensor{Name: "table", DType: graph.Float32, Shape: []int64{30522, 768}, ShapeKnown: true, Kind: graph.Parameter, Producer: graph.NoOp})
+		idx, _ := g.AddTensor(graph.Tensor{Name: "ids", DType: graph.Int64, Shape: []int64{1, 128}, ShapeKnown: true, Kind: graph.Input, Producer: graph.NoOp})
+		out, _ := g.AddTensor(graph.Tensor{Name: "out", DType: graph.Float32, Shape: []int64{1, 128, 768}, ShapeKnown: true, Producer: graph.NoOp})
+		if _, err := g.AddOp(graph.Op{Name: "op", Type: c.typ, Inputs: []graph.TensorID{data, idx}, Outputs: []graph.TensorID{out}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := cost.BytesMoved(g, 0); got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.typ, got, c.want)
+		}
+	}
+}
+
+func TestTableWithFree(t *testing.T) {
+	b := graphtest.New("chain").Input("x", 8).Op("a", 2e9, 8, "x").Op("b", 4e9, 8, "a")
+	c := graphtest.Cluster(1e9, 0, graphtest.Device{FLOPS: 1e9, Memory: 1 << 30})
+	tab := cost.NewTable(b.G, c, cost.Roofline{})
+	free := tab.WithFree([]bool{true, false})
+	if free.OpTime(0, 0) != 0 || free.OpTime(1, 0) != tab.OpTime(1, 0) || !(tab.OpTime(0, 0) > 0) {
+		t.Errorf("free op a: %g (was %g), b: %g (was %g)", free.OpTime(0, 0), tab.OpTime(0, 0), free.OpTime(1, 0), tab.OpTime(1, 0))
+	}
+}

@@ -162,17 +162,36 @@ func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceTy
 }
 
 // BytesMoved is the memory traffic of one op: inputs read and outputs
-// written, once each.
+// written, once each. Ops that select from their first input (Gather
+// rows of an embedding table, a Slice's window) read only what they
+// write of it: that input counts at most the outputs' bytes. Counting a
+// 94 MB table for a 0.4 MB embedding lookup made the lookup look 200x
+// faster than the bandwidth allows, which a calibration then fitted.
 func BytesMoved(g *graph.Graph, id graph.OpID) int64 {
 	op := &g.Ops[id]
-	var b int64
-	for _, t := range op.Inputs {
-		b += g.Tensors[t].Bytes()
-	}
+	var out int64
 	for _, t := range op.Outputs {
-		b += g.Tensors[t].Bytes()
+		out += g.Tensors[t].Bytes()
+	}
+	b := out
+	for i, t := range op.Inputs {
+		in := g.Tensors[t].Bytes()
+		if i == 0 && readsSelection(op.Type) {
+			in = min(in, out)
+		}
+		b += in
 	}
 	return b
+}
+
+// readsSelection reports whether an op of this type reads only the part
+// of its first input that it writes out.
+func readsSelection(opType string) bool {
+	switch opType {
+	case "Gather", "GatherElements", "GatherND", "Slice":
+		return true
+	}
+	return false
 }
 
 // computeDType picks the element type whose peak rate bounds the op: the

@@ -410,6 +410,12 @@ func buildCosts(_ context.Context, r *run) error {
 		r.model.Warnings = append(r.model.Warnings, a.Advice(r.model.Graph, r.cluster, r.model.Graph.Batch())...)
 	}
 	table := cost.NewTable(r.model.Graph, r.cluster, model)
+	if r.opts.Mode == ModeInfer && r.model.Costs == nil {
+		// The runtime computes ops on weights and known shapes once, at
+		// load; per inference they cost nothing. (A costed graph's times
+		// are what its file says.)
+		table = table.WithFree(r.model.Graph.LoadTimeOps())
+	}
 	var of []graph.OpID // the placed op of each op the rules were resolved on
 	if r.fused != nil {
 		of = r.fused.coarse.GroupOf

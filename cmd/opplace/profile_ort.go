@@ -109,6 +109,11 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 	fmt.Fprintf(w, "peak at threads %d (fastest runs; median, p10-p90 spread): %.3g FLOP/s (%d² MatMul; %.3g, %.0f%%; theoretical %.3g), bandwidth %.3g B/s (%.3g, %.0f%%), overhead %.3g us per op (%.3g, %.0f%%)\n",
 		res.Threads, dt.PeakFLOPS, peak.MatMulN, peak.FLOPS.Median, 100*peak.FLOPS.Spread(), cpu.PeakPerThread*float64(res.Threads),
 		dt.MemoryBandwidth, peak.Bandwidth.Median, 100*peak.Bandwidth.Spread(), dt.LaunchOverhead*1e6, peak.Overhead.Median*1e6, 100*peak.Overhead.Spread())
+	fmt.Fprintf(w, "peak over %d rounds (rounds' fastest FLOP/s spread %.0f%%)\n", peak.Rounds, 100*peak.RoundSpread())
+	if !peak.Settled {
+		fmt.Fprintf(stderr, "warning: the peak did not settle: in %d rounds the fastest FLOP/s or bandwidth was not reached again within %.0f%% by %d rounds; other work is slowing this machine, so the roofline may be low: measure again when it is quieter\n",
+			peak.Rounds, 100*ort.DefaultSettle.Tolerance, ort.DefaultSettle.Confirm)
+	}
 
 	imp, err := profile.ImportWith(modelPath, res.Trace, g, dt, profile.ImportOptions{Optimized: res.Optimized, OptimizedName: "the optimized model ONNX Runtime wrote"})
 	if err != nil {

@@ -28,9 +28,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -39,7 +41,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/internal/stats"
 )
 
@@ -103,7 +107,14 @@ func main() {
 	shared := flag.String("shared", "../shared/models", "the shared models")
 	heldout := flag.String("heldout", "testdata/models/heldout", "the held-out models")
 	batch := flag.Int("batch", 1, "batch size (images per input, sequences for BERT and the GPTs)")
+	peaks := flag.Int("peak-stability", 0, "instead of the models: measure the CPU's peak this many times per thread count with profile's repetition and with the old fixed 5 rounds, interleaved, and print how far each moves")
 	flag.Parse()
+	if *peaks > 0 {
+		if err := peakStability(os.Stdout, cfg.lib, threads, *peaks); err != nil {
+			fatalf("%v", err)
+		}
+		return
+	}
 	cfg.batch = *batch
 	for _, s := range strings.Split(threads, ",") {
 		t, err := strconv.Atoi(strings.TrimSpace(s))
@@ -176,7 +187,16 @@ type row struct {
 	Default float64 `json:"default_ms"`
 	Pooled  float64 `json:"pooled_ms"`
 	Own     float64 `json:"own_ms"`
-	Err     string  `json:"error,omitempty"`
+	// LeaveOneOut is a fitting model's (b) with its own profile left out
+	// of the pool: the held-out error inside the fitting set, which
+	// choosing between calibration methods may look at (the held-out
+	// models' errors must not steer that choice).
+	LeaveOneOut float64 `json:"leave_one_out_ms,omitempty"`
+	// LeaveOneOutCalibrated is the same pool's calibration alone (no
+	// measured op reused) on the left-out model's measured ops: its
+	// whole-model relative error and its median op error.
+	LeaveOneOutCalibrated *holdoutCheck `json:"leave_one_out_calibrated,omitempty"`
+	Err                   string        `json:"error,omitempty"`
 	// PeakFLOPS is the peak the chosen run measured; Repeats every
 	// repetition's median model run.
 	PeakFLOPS float64   `json:"peak_flops"`
@@ -300,6 +320,33 @@ func predict(cfg config, all []modelCase, t int, reps []map[string]measurement, 
 		}
 		rows = append(rows, r)
 	}
+	// The op features (FLOPs, bytes, working set) a pooled calibration
+	// fits to are stored in each profile when it is measured; profiles
+	// re-read with -reuse get them again from the current code, so a
+	// change to the features is fitted as a fresh run would.
+	refresh := filepath.Join(dir, "features")
+	if err := os.MkdirAll(refresh, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	for _, c := range all {
+		m, ok := chosen[c.name]
+		if !ok {
+			continue
+		}
+		out := filepath.Join(refresh, c.name+".profile.json")
+		args := append([]string{"profile", c.path}, c.args...)
+		if _, _, err := run(cfg.bin, append(args, "--from", m.profile, "--out", out)...); err != nil {
+			fatalf("refreshing %s's features: %v", c.name, err)
+		}
+		m.profile = out
+		chosen[c.name] = m
+	}
+	fitProfiles = fitProfiles[:0]
+	for _, r := range rows {
+		if !r.Heldout && r.Err == "" {
+			fitProfiles = append(fitProfiles, chosen[r.Model].profile)
+		}
+	}
 	pooled := filepath.Join(dir, "pooled.json")
 	args := []string{"profile"}
 	for _, p := range fitProfiles {
@@ -352,8 +399,66 @@ func predict(cfg config, all []modelCase, t int, reps []map[string]measurement, 
 			r.Pooled = plan(pooled)
 		}
 		r.Own = plan(chosen[r.Model].profile)
+		if !r.Heldout {
+			if p, check := poolWithout(cfg, fitProfiles, chosen[r.Model].profile, filepath.Join(dir, "loo-"+r.Model+".json")); p != "" {
+				r.LeaveOneOut = plan(p)
+				r.LeaveOneOutCalibrated = check
+			}
+		}
 	}
 	return rows
+}
+
+// poolWithout pools the fitting profiles other than leave into out and
+// checks the pool's calibration on leave (profile --holdout); "" when
+// pooling fails.
+func poolWithout(cfg config, fit []string, leave, out string) (string, *holdoutCheck) {
+	args := []string{"profile"}
+	for _, p := range fit {
+		if p != leave {
+			args = append(args, "--from", p)
+		}
+	}
+	stdout, stderr, err := run(cfg.bin, append(args, "--out", out, "--holdout", leave)...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pooling without %s: %v %s\n", leave, err, stderr)
+		return "", nil
+	}
+	return out, readHoldout(append(stdout, stderr...))
+}
+
+// holdoutCheck is what profile --holdout reports of one held-out profile:
+// the calibration's whole-model error and median op error.
+type holdoutCheck struct {
+	WholeErr float64 `json:"whole_rel_err"`
+	OpsErr   float64 `json:"ops_median_rel_err"`
+}
+
+// readHoldout reads the "all ops" and "whole model" lines of a --holdout
+// report with one held-out profile; nil when either is missing.
+func readHoldout(out []byte) *holdoutCheck {
+	var c holdoutCheck
+	var ops, whole bool
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 5 && f[0] == "all" && f[1] == "ops":
+			v, err := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64)
+			ops = err == nil
+			c.OpsErr = v / 100
+		case strings.HasPrefix(strings.TrimSpace(line), "whole model:"):
+			_, rest, _ := strings.Cut(line, "calibrated ")
+			_, rest, _ = strings.Cut(rest, "(")
+			v, _, _ := strings.Cut(rest, "%")
+			x, err := strconv.ParseFloat(v, 64)
+			whole = err == nil
+			c.WholeErr = x / 100
+		}
+	}
+	if !ops || !whole {
+		return nil
+	}
+	return &c
 }
 
 // matchedShare reads "matched N% of the trace's kernel time" from
@@ -433,6 +538,29 @@ func printTable(w *os.File, cfg config, rows []row) {
 			}
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s |\n", set, t, len(a), pct(a), pct(b), pct(c))
 		}
+	}
+	// The fitting set's leave-one-model-out error of (b): the figure a
+	// change to the calibration is chosen by.
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Leave one fitting model out (each fitting model predicted by the pool of the others; the figures calibration changes are chosen by):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| threads | models | (b) pooled, whole model | calibration alone, whole model | calibration alone, median op |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, t := range cfg.threads {
+		var loo, whole, ops []float64
+		for _, r := range rows {
+			if r.Heldout || r.Threads != t || r.Err != "" {
+				continue
+			}
+			if r.LeaveOneOut > 0 {
+				loo = append(loo, math.Abs(relErr(r.LeaveOneOut, r.MeasuredMS)))
+			}
+			if c := r.LeaveOneOutCalibrated; c != nil {
+				whole = append(whole, c.WholeErr)
+				ops = append(ops, c.OpsErr)
+			}
+		}
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s |\n", t, len(loo), pct(loo), pct(whole), pct(ops))
 	}
 }
 
@@ -514,4 +642,68 @@ func writeJSON(path string, v any) error {
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "cpuaccuracy: "+format+"\n", args...)
 	os.Exit(1)
+}
+
+// peakStability measures the peak n times per thread count with
+// ort.DefaultSettle (what profile --runtime onnxruntime runs) and with
+// the fixed 5 rounds it replaced, alternating, and prints for each the
+// FLOP/s min / median / max, (max - min) / median and the share within
+// 10% of the median (issue 19: a peak that moves more than 10% between
+// two runs of the same command is a bug).
+func peakStability(w io.Writer, lib, threads string, n int) error {
+	if lib == "" {
+		var err error
+		if lib, err = ort.Find(""); err != nil {
+			return err
+		}
+	}
+	ways := []struct {
+		name string
+		st   ort.Settle
+	}{{"fixed 5 rounds (before)", ort.FixedRounds(5)}, {"settled (profile now)", ort.DefaultSettle}}
+	fmt.Fprintln(w, "| threads | repetition | runs | peak FLOP/s min / median / max | (max-min)/median | within 10% of median | rounds: median (max) | not settled | seconds per measurement (median) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, s := range strings.Split(threads, ",") {
+		t, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		flops := make([][]float64, len(ways))
+		rounds := make([][]float64, len(ways))
+		secs := make([][]float64, len(ways))
+		unsettled := make([]int, len(ways))
+		for i := range n {
+			for k := range ways {
+				// Alternate which goes first, so neither always follows
+				// the other.
+				k = (k + i) % len(ways)
+				began := time.Now()
+				p, err := ort.MeasurePeakWith(context.Background(), ort.Options{Library: lib, Threads: t}, ways[k].st)
+				if err != nil {
+					return err
+				}
+				flops[k] = append(flops[k], p.FLOPS.Best)
+				rounds[k] = append(rounds[k], float64(p.Rounds))
+				secs[k] = append(secs[k], time.Since(began).Seconds())
+				if !p.Settled {
+					unsettled[k]++
+				}
+				fmt.Fprintf(os.Stderr, "threads %d run %d %s: %.4g FLOP/s, %d rounds, settled %v, spread %.1f%%\n", t, i+1, ways[k].name, p.FLOPS.Best, p.Rounds, p.Settled, 100*p.RoundSpread())
+			}
+		}
+		for k, way := range ways {
+			f := flops[k]
+			med := stats.Median(f)
+			within := 0
+			for _, v := range f {
+				if math.Abs(v-med) <= 0.1*med {
+					within++
+				}
+			}
+			fmt.Fprintf(w, "| %d | %s | %d | %.3g / %.3g / %.3g | %.1f%% | %d/%d | %.0f (%.0f) | %d | %.1f |\n", t, way.name, len(f),
+				slices.Min(f), med, slices.Max(f), 100*(slices.Max(f)-slices.Min(f))/med, within, len(f),
+				stats.Median(rounds[k]), slices.Max(rounds[k]), unsettled[k], stats.Median(secs[k]))
+		}
+	}
+	return nil
 }

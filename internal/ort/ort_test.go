@@ -167,8 +167,39 @@ func TestMeasurePeak(t *testing.T) {
 			t.Errorf("%s: %+v", name, f)
 		}
 	}
-	if p.MatMulN != 128 || p.Threads != 1 || p.Version == "" || p.Runs != 3*peakRounds*5 {
+	if p.MatMulN != 128 || p.Threads != 1 || p.Version == "" || p.Rounds < DefaultSettle.MinRounds || p.Rounds > DefaultSettle.MaxRounds ||
+		p.Runs != 3*p.Rounds*5 || len(p.RoundFLOPS) != p.Rounds {
 		t.Errorf("%+v", p)
+	}
+	// Settled means the best FLOP/s came back in enough rounds.
+	if n := confirmed(p.RoundFLOPS, DefaultSettle.Tolerance); p.Settled && n < DefaultSettle.Confirm {
+		t.Errorf("%+v", p)
+	}
+	// A fixed count runs exactly that many rounds, settled or not.
+	p, err = MeasurePeakWith(context.Background(), Options{Library: lib, Warmup: 1, Runs: 2}, FixedRounds(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rounds != 2 || p.Runs != 3*2*2 || len(p.RoundFLOPS) != 2 || p.RoundSpread() < 0 || p.RoundSpread() >= 1 {
+		t.Errorf("fixed rounds: %+v", p)
+	}
+}
+
+func TestConfirmed(t *testing.T) {
+	for _, c := range []struct {
+		v    []float64
+		tol  float64
+		want int
+	}{
+		{nil, 0.03, 0},
+		{[]float64{100}, 0.03, 1},
+		{[]float64{100, 97.5, 96.9, 50}, 0.03, 2},
+		{[]float64{60, 100, 99, 98, 97}, 0.03, 4},
+		{[]float64{100, 100, 100}, 0, 3},
+	} {
+		if got := confirmed(c.v, c.tol); got != c.want {
+			t.Errorf("confirmed(%v, %g) = %d, want %d", c.v, c.tol, got, c.want)
+		}
 	}
 }
 

@@ -60,6 +60,68 @@ type Peak struct {
 	OverheadOps int
 	// Runs is the benchmarks' timed run count, all together.
 	Runs int
+	// Rounds is how many interleaved rounds ran; Settled whether the
+	// fastest FLOP/s and bandwidth were each reached again (Settle) by
+	// then. RoundFLOPS is each round's fastest FLOP/s (over the MatMul
+	// sizes), in round order.
+	Rounds     int
+	Settled    bool
+	RoundFLOPS []float64
+}
+
+// RoundSpread is how far the rounds' fastest FLOP/s lie apart: (max -
+// min) / max; a round slowed throughout by other work stands out in it.
+func (p Peak) RoundSpread() float64 {
+	if len(p.RoundFLOPS) == 0 {
+		return 0
+	}
+	lo, hi := slices.Min(p.RoundFLOPS), slices.Max(p.RoundFLOPS)
+	return (hi - lo) / hi
+}
+
+// Settle bounds MeasurePeak's repetition. On a shared machine other
+// processes only slow a run down, so a round's fastest run is the
+// machine's figure when the round met a quiet moment and lower when it
+// did not; a fixed number of rounds taken inside a busy spell reports
+// that spell. MeasurePeak therefore runs at least MinRounds rounds and
+// then goes on until the fastest FLOP/s and the fastest bandwidth have
+// each been reached, within Tolerance, by Confirm different rounds (a
+// figure the machine gives again, not one lucky run), or until MaxRounds
+// rounds or MaxTime have passed (Peak.Settled false).
+type Settle struct {
+	MinRounds, MaxRounds, Confirm int
+	Tolerance                     float64
+	MaxTime                       time.Duration
+}
+
+// DefaultSettle is MeasurePeak's: 5 to 15 rounds, the best FLOP/s and
+// bandwidth each within 5% in 3 rounds, at most 12 s of rounds. A quiet
+// machine settles in the first 5 rounds (about 5 s on the project's
+// 2-core machine); in a busy spell the rounds go on, up to 12 s, for
+// quiet moments.
+var DefaultSettle = Settle{MinRounds: 5, MaxRounds: 15, Confirm: 3, Tolerance: 0.05, MaxTime: 12 * time.Second}
+
+// FixedRounds is n rounds whatever they measure (Peak.Settled still
+// says whether DefaultSettle's test passed): the repetition before
+// Settle was 5 rounds, kept to compare against.
+func FixedRounds(n int) Settle {
+	s := DefaultSettle
+	s.MinRounds, s.MaxRounds = n, n
+	return s
+}
+
+// confirmed counts the values within tol of the largest.
+func confirmed(v []float64, tol float64) int {
+	if len(v) == 0 {
+		return 0
+	}
+	best, n := slices.Max(v), 0
+	for _, x := range v {
+		if x >= best*(1-tol) {
+			n++
+		}
+	}
+	return n
 }
 
 // Sizes of the micro-benchmarks.
@@ -67,19 +129,23 @@ var (
 	peakSizes      = []int{512, 1024}
 	bandwidthElems = int64(16 << 20) // 64 MiB of float32 per tensor
 	overheadOps    = 64
-	peakRounds     = 5
 	peakRoundTime  = 200 * time.Millisecond
 )
 
-// MeasurePeak times three kinds of model built here in ONNX Runtime at
-// o.Threads: MatMuls of a few sizes (FLOP/s of the size with the best
-// Best), a large Add (bytes/s) and a chain of tiny Adds (per-op
-// overhead). Each gets o.Warmup untimed runs (0 means 3), then
-// peakRounds rounds in which every benchmark runs at least o.Runs times
-// (0 means 10) and for at least peakRoundTime, interleaved so that a
-// burst of other work on the machine hits all of them alike. Profile and
-// KeepOptimized are ignored.
+// MeasurePeak is MeasurePeakWith(ctx, o, DefaultSettle).
 func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
+	return MeasurePeakWith(ctx, o, DefaultSettle)
+}
+
+// MeasurePeakWith times three kinds of model built here in ONNX Runtime
+// at o.Threads: MatMuls of a few sizes (FLOP/s of the size with the best
+// Best), a large Add (bytes/s) and a chain of tiny Adds (per-op
+// overhead). Each gets o.Warmup untimed runs (0 means 3), then rounds,
+// as many as st says, in which every benchmark runs at least o.Runs
+// times (0 means 10) and for at least peakRoundTime, interleaved so that
+// a burst of other work on the machine hits all of them alike. Profile
+// and KeepOptimized are ignored.
+func MeasurePeakWith(ctx context.Context, o Options, st Settle) (Peak, error) {
 	if o.Warmup <= 0 {
 		o.Warmup = 3
 	}
@@ -122,7 +188,26 @@ func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 		}
 	}
 	runs := 0
-	for range peakRounds {
+	// roundBest is each round's fastest rate of benches[from:to].
+	roundBest := func(from, to int) []float64 {
+		var out []float64
+		for r := range benches[from].rounds {
+			best := 0.0
+			for _, b := range benches[from:to] {
+				best = max(best, b.work/(slices.Min(b.rounds[r])/1e3))
+			}
+			out = append(out, best)
+		}
+		return out
+	}
+	nMM := len(peakSizes)
+	settled := func() bool {
+		return confirmed(roundBest(0, nMM), st.Tolerance) >= st.Confirm && confirmed(roundBest(nMM, nMM+1), st.Tolerance) >= st.Confirm
+	}
+	began := time.Now()
+	rounds := 0
+	for rounds < max(st.MinRounds, 1) || rounds < st.MaxRounds && time.Since(began) < st.MaxTime && !settled() {
+		rounds++
 		for _, b := range benches {
 			// At least o.Runs runs and peakRoundTime: short benchmarks
 			// get more runs, and so more chances of one undisturbed.
@@ -148,7 +233,7 @@ func MeasurePeak(ctx context.Context, o Options) (Peak, error) {
 		return Figure{Median: rate(stats.Quantile(all, 0.5)), P10: rate(stats.Quantile(all, 0.9)), P90: rate(stats.Quantile(all, 0.1)), Best: rate(stats.Quantile(all, 0))}
 	}
 	p := Peak{Version: rt.GetVersion(), Library: initLib, Threads: o.Threads, BandwidthBytes: bandwidthElems * 4, OverheadOps: overheadOps,
-		MatMulSizes: slices.Clone(peakSizes), Runs: runs}
+		MatMulSizes: slices.Clone(peakSizes), Runs: runs, Rounds: rounds, Settled: settled(), RoundFLOPS: roundBest(0, nMM)}
 	for i, n := range peakSizes {
 		if f := figure(benches[i]); f.Best > p.FLOPS.Best {
 			p.FLOPS, p.MatMulN = f, n
