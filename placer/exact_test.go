@@ -26,7 +26,6 @@ var gapMixes = []struct {
 	{"gpu+cpu", []float64{1e9, 1e9, 1e9 / 15}},
 }
 
-
 func mixCluster(speeds []float64, bw float64, mem int64) []graphtest.Device {
 	var devs []graphtest.Device
 	for _, f := range speeds {
