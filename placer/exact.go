@@ -197,9 +197,10 @@ func (s *exactSearch) inSpace(dev []int) bool {
 	return true
 }
 
-// symmetric returns each device's class of interchangeable devices (same
-// type, memory and links to every device), or nil when some unit may not
-// use every device, where renaming devices could break a restriction.
+// symmetric returns each device's class of interchangeable devices (the
+// class's first device; see interchangeableDevices, with every device's
+// memory as its capacity), or nil when some unit may not use every
+// device, where renaming devices could break a restriction.
 func symmetric(p *Problem, allowed [][]int) []int {
 	t := p.Costs
 	nd := t.NumDevices()
@@ -208,26 +209,14 @@ func symmetric(p *Problem, allowed [][]int) []int {
 			return nil
 		}
 	}
-	const probe = 1 << 20
-	same := func(a, b int) bool {
-		if !t.SameType(a, b) || t.Cluster.Devices[a].Memory != t.Cluster.Devices[b].Memory || t.Transfer(a, b, probe) != t.Transfer(b, a, probe) {
-			return false
-		}
-		for k := 0; k < nd; k++ {
-			if k != a && k != b && (t.Transfer(a, k, probe) != t.Transfer(b, k, probe) || t.Transfer(k, a, probe) != t.Transfer(k, b, probe)) {
-				return false
-			}
-		}
-		return true
+	capacity := make([]float64, nd)
+	for d := range capacity {
+		capacity[d] = float64(t.Cluster.Devices[d].Memory)
 	}
 	class := make([]int, nd)
-	for d := range class {
-		class[d] = d
-		for e := 0; e < d; e++ {
-			if class[e] == e && same(e, d) {
-				class[d] = e
-				break
-			}
+	for _, c := range interchangeableDevices(t, capacity, nil) {
+		for _, d := range c {
+			class[d] = c[0]
 		}
 	}
 	return class

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/cbc"
 	"github.com/opplace/opplace/internal/progress"
@@ -907,16 +908,21 @@ func (md *ilpModel) canonical(dev []int) []int {
 }
 
 // interchangeable partitions the devices into classes whose members the
-// MILP cannot tell apart: one type, one capacity left to the memory
-// model, the same links to each other and to every other device, and
-// every unit allowed on all or none of them. Any permutation within a
-// class maps solutions to solutions of equal makespan. Classes are in
-// order of their first device, each ascending.
+// MILP cannot tell apart (see interchangeableDevices).
 func (md *ilpModel) interchangeable() [][]int {
-	c := md.p.Costs
-	nd := md.nd
+	return interchangeableDevices(md.p.Costs, md.capacity, md.allowed)
+}
+
+// interchangeableDevices partitions the devices into classes whose
+// members a placement search cannot tell apart: one type, one capacity,
+// the same links to each other and to every other device, and every unit
+// (allowed lists each unit's devices) allowed on all or none of them. Any
+// permutation within a class maps placements to placements of equal
+// step. Classes are in order of their first device, each ascending.
+func interchangeableDevices(c *cost.Table, capacity []float64, allowed [][]int) [][]int {
+	nd := c.NumDevices()
 	same := func(a, b int) bool {
-		if !c.SameType(a, b) || md.capacity[a] != md.capacity[b] {
+		if !c.SameType(a, b) || capacity[a] != capacity[b] {
 			return false
 		}
 		const probe = 1 << 20
@@ -928,8 +934,8 @@ func (md *ilpModel) interchangeable() [][]int {
 				return false
 			}
 		}
-		for u := range md.allowed {
-			if slices.Contains(md.allowed[u], a) != slices.Contains(md.allowed[u], b) {
+		for u := range allowed {
+			if slices.Contains(allowed[u], a) != slices.Contains(allowed[u], b) {
 				return false
 			}
 		}
