@@ -25,7 +25,9 @@ import (
 //
 // With a start (a placement to begin from, or nil), no unit holds
 // forward ops the start puts on different devices, so the start is one
-// of the MILP's solutions exactly rather than a rounding of it.
+// of the MILP's solutions exactly rather than a rounding of it, unless
+// that leaves more than twice the target: merging then goes on across
+// the start's devices.
 //
 // A graph with no backward ops gets forward units only (up to target).
 // stepUnits returns nil when some backward or update op has no forward
@@ -88,6 +90,15 @@ func stepUnits(p *Problem, lim *limits, target int, start []int) *Groups {
 		}
 	}
 	q.mergeSmallest(target)
+	if start != nil && q.roots > 2*target {
+		// The start splits the forward graph far finer than target
+		// units allow (a list scheduler's placement may switch devices
+		// every few ops): merge on across its devices, and let the start
+		// be rounded onto the units, rather than give Cbc a model it
+		// cannot solve within its limit.
+		q.dropStart()
+		q.mergeSmallest(target)
+	}
 	// Number forward units by their smallest op, then the gradients'
 	// mirror units, then the updates' (numbered by their forward unit).
 	out := &Groups{Of: make([]int32, n)}
@@ -315,6 +326,14 @@ func newStepQuotient(p *Problem, lim *limits, partner []graph.OpID, start []int)
 		}
 	}
 	return q
+}
+
+// dropStart forgets the start's devices in the keys, keeping the
+// separate rules' part.
+func (q *stepQuotient) dropStart() {
+	for i := range q.key {
+		q.key[i] &= 1<<16 - 1
+	}
 }
 
 // size is a root's share of the step's work plus its share of memory.
