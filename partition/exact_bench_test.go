@@ -57,15 +57,39 @@ var exactWorkloads = []struct {
 	{"inception_v3-train", func(tb testing.TB) *Problem {
 		return modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
 	}},
+	// The other shared training steps on the same cluster (auto M).
+	{"resnet50-train", func(tb testing.TB) *Problem {
+		return modelProblem(tb, "resnet50", nil, "8xA100-2host.yaml", true)
+	}},
+	{"bert_base-train", func(tb testing.TB) *Problem {
+		return modelProblem(tb, "bert_base", map[string]int64{"batch": 16}, "8xA100-2host.yaml", true)
+	}},
+	{"gpt2_small-train", func(tb testing.TB) *Problem {
+		return modelProblem(tb, "gpt2_small", map[string]int64{"batch": 8}, "8xA100-2host.yaml", true)
+	}},
 	// Cutting between any ops, as the pipeline strategy also searches.
 	{"inception_v3-train-opcuts", func(tb testing.TB) *Problem {
-		p := modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true)
-		q, err := NewProblem(p.Costs, Options{OpCuts: true})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return q
+		return opCuts(tb, modelProblem(tb, "inception_v3", nil, "8xA100-2host.yaml", true))
 	}},
+	{"resnet50-train-opcuts", func(tb testing.TB) *Problem {
+		return opCuts(tb, modelProblem(tb, "resnet50", nil, "8xA100-2host.yaml", true))
+	}},
+	{"bert_base-train-opcuts", func(tb testing.TB) *Problem {
+		return opCuts(tb, modelProblem(tb, "bert_base", map[string]int64{"batch": 16}, "8xA100-2host.yaml", true))
+	}},
+	{"gpt2_small-train-opcuts", func(tb testing.TB) *Problem {
+		return opCuts(tb, modelProblem(tb, "gpt2_small", map[string]int64{"batch": 8}, "8xA100-2host.yaml", true))
+	}},
+}
+
+// opCuts is p's costs as a problem that may cut between any ops.
+func opCuts(tb testing.TB, p *Problem) *Problem {
+	tb.Helper()
+	q, err := NewProblem(p.Costs, Options{OpCuts: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
 }
 
 // BenchmarkExactProof times exact on issue 13's workloads and reports
@@ -88,6 +112,7 @@ func BenchmarkExactProof(b *testing.B) {
 				}
 				b.ReportMetric(opt, "optimal")
 			}
+			b.ReportMetric(float64(len(pl.Stages)), "stages")
 			for _, w := range pl.Warnings {
 				b.Log(w)
 			}
