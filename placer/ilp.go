@@ -294,12 +294,16 @@ func (m *ILP) solve(ctx context.Context, md *ilpModel, secs float64) ([]int, []f
 		return dev, start, nil
 	case sol.Status == cbc.Infeasible:
 		return nil, nil, Infeasible(p, fmt.Sprintf("the MILP on %s has no solution: its memory model (%s) rejects every placement of these units", size, ilpMemoryModel))
-	case startDev != nil:
-		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc found no solution in %s; kept the starting solution (%s)", size, elapsed.Round(time.Millisecond), from))
-		return startDev, startS, nil
-	default:
-		return nil, nil, Infeasible(p, fmt.Sprintf("the MILP on %s found no placement within its limits (%s of %.3gs, %d nodes), and its memory model (%s) left no starting solution", size, elapsed.Round(time.Millisecond), secs, prob.MaxNodes, ilpMemoryModel))
 	}
+	ended := fmt.Sprintf("found no solution in %s", elapsed.Round(time.Millisecond))
+	if sol.Overran {
+		ended = fmt.Sprintf("ran past its %.3gs limit (it does not look at the clock inside its root LP and heuristics) and was stopped after %s", secs, elapsed.Round(time.Millisecond))
+	}
+	if startDev != nil {
+		m.notes = append(m.notes, fmt.Sprintf("MILP on %s: Cbc %s; kept the starting solution (%s)", size, ended, from))
+		return startDev, startS, nil
+	}
+	return nil, nil, Infeasible(p, fmt.Sprintf("the MILP on %s: Cbc %s (limits %.3gs, %d nodes), and its memory model (%s) left no starting solution", size, ended, secs, prob.MaxNodes, ilpMemoryModel))
 }
 
 // ilpMemoryModel says what the MILP counts on a device, for messages.

@@ -257,6 +257,15 @@ func (s seededWith) Propose(ctx context.Context, p *Problem) ([]Proposal, error)
 	return s.ProposeFrom(ctx, p, s.before)
 }
 
+// Notes passes on the seeded strategy's notes (ilp's solver status),
+// which the wrapper would otherwise hide from Evaluate.
+func (s seededWith) Notes() []string {
+	if n, ok := s.Seeded.(placer.Noter); ok {
+		return n.Notes()
+	}
+	return nil
+}
+
 // Infeasible turns a partitioner's memory failure into the placement
 // problem's *placer.InfeasibleError, so every strategy's failure reads
 // and exits alike; other errors are returned as they are.

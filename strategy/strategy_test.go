@@ -341,3 +341,21 @@ func TestZeROFitsWhereDDPDoesNot(t *testing.T) {
 		t.Errorf("auto chose plain DDP, which does not fit")
 	}
 }
+
+// TestSeededNotes: a seeded strategy run inside a search (ilp, started
+// from the best placement before it) keeps its solver's notes, which the
+// plan's report and docs/strategies.md's table read.
+func TestSeededNotes(t *testing.T) {
+	p := problem(t, 6, 1<<20, 4, 1<<34)
+	outs, _, err := strategy.Search(context.Background(), p, strategy.Config{}, []string{"m-etf", "ilp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ilp := outs[len(outs)-1]
+	if ilp.Strategy != "ilp" || ilp.Err != nil {
+		t.Fatalf("last outcome %s: %v", ilp.Strategy, ilp.Err)
+	}
+	if !slices.ContainsFunc(ilp.Notes, func(n string) bool { return strings.Contains(n, "MILP on") }) {
+		t.Errorf("ilp's notes lack the MILP's status: %q", ilp.Notes)
+	}
+}

@@ -82,19 +82,50 @@ type Solution struct {
 	Objective float64
 	// Bound is the best proven lower bound on the objective.
 	Bound float64
+	// Overran says Cbc ran past its time limit (by more than
+	// overrunGrace allows) and was stopped: Status is NoSolution.
+	Overran bool
 }
 
-// Solve runs Cbc on p.
+// Solve runs Cbc on p. With a time limit it runs in a child process
+// (see solveApart), stopped when it overruns the limit.
 func Solve(p *Problem) (*Solution, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if p.MaxSeconds > 0 {
+		sol, err := solveApart(p)
+		if !errors.Is(err, errNoChild) {
+			return sol, err
+		}
+	}
+	return solveHere(p)
+}
+
+// check reports a problem whose arrays disagree in length.
+func (p *Problem) check() error {
+	nc, nr := len(p.Cols), len(p.RowLower)
+	if len(p.ColLower) != nc || len(p.ColUpper) != nc || len(p.Obj) != nc || len(p.RowUpper) != nr {
+		return errors.New("cbc: inconsistent problem dimensions")
+	}
+	if p.Start != nil && len(p.Start) != nc {
+		return errors.New("cbc: start solution has the wrong length")
+	}
+	for j, c := range p.Cols {
+		for _, e := range c {
+			if e.Row < 0 || e.Row >= nr {
+				return fmt.Errorf("cbc: column %d has row %d of %d", j, e.Row, nr)
+			}
+		}
+	}
+	return nil
+}
+
+// solveHere runs Cbc on p in this process.
+func solveHere(p *Problem) (*Solution, error) {
 	solving.Lock()
 	defer solving.Unlock()
 	nc, nr := len(p.Cols), len(p.RowLower)
-	if len(p.ColLower) != nc || len(p.ColUpper) != nc || len(p.Obj) != nc || len(p.RowUpper) != nr {
-		return nil, errors.New("cbc: inconsistent problem dimensions")
-	}
-	if p.Start != nil && len(p.Start) != nc {
-		return nil, errors.New("cbc: start solution has the wrong length")
-	}
 	nnz := 0
 	for _, c := range p.Cols {
 		nnz += len(c)
@@ -109,9 +140,6 @@ func Solve(p *Problem) (*Solution, error) {
 	for j, c := range p.Cols {
 		setInt(start, j, k)
 		for _, e := range c {
-			if e.Row < 0 || e.Row >= nr {
-				return nil, fmt.Errorf("cbc: column %d has row %d of %d", j, e.Row, nr)
-			}
 			setInt(index, k, e.Row)
 			setDouble(value, k, e.Value)
 			k++

@@ -3,6 +3,7 @@ package cbc
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestKnapsack solves a 0/1 knapsack whose optimum is known by hand:
@@ -53,5 +54,41 @@ func TestInfeasible(t *testing.T) {
 func TestBadDimensions(t *testing.T) {
 	if _, err := Solve(&Problem{Cols: [][]Entry{{}}}); err == nil {
 		t.Fatal("accepted a problem without bounds")
+	}
+}
+
+// TestOverrun: a solve that runs past its limit and grace is stopped and
+// says so; one within them returns its solution from the child process.
+func TestOverrun(t *testing.T) {
+	knapsack := func() *Problem {
+		p := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{5}, MaxSeconds: 10}
+		for j, w := range []float64{2, 3, 4, 5} {
+			p.Cols = append(p.Cols, []Entry{{0, w}})
+			p.ColLower = append(p.ColLower, 0)
+			p.ColUpper = append(p.ColUpper, 1)
+			p.Obj = append(p.Obj, -float64(j+3))
+			p.Integer = append(p.Integer, j)
+		}
+		return p
+	}
+	sol, err := solveApart(knapsack())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sol.Overran || sol.Status != Optimal || math.Abs(sol.Objective+7) > 1e-9 {
+		t.Fatalf("got %+v, want optimal -7 from the child", sol)
+	}
+	// A limit of 1 ns and no grace: the child is killed before it can
+	// even read the problem.
+	defer func(g func(float64) time.Duration) { overrunGrace = g }(overrunGrace)
+	overrunGrace = func(float64) time.Duration { return 0 }
+	p := knapsack()
+	p.MaxSeconds = 1e-9
+	sol, err = solveApart(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sol.Overran || sol.Status != NoSolution || sol.X != nil {
+		t.Fatalf("got %+v, want a stopped solve with no solution", sol)
 	}
 }
