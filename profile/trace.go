@@ -74,6 +74,18 @@ type ImportResult struct {
 	// Phases splits a training trace's GPU time into forward, backward
 	// and optimizer, per run.
 	Phases []PhaseTime
+	// GPU is whether the times are GPU kernels' (a Kineto trace with
+	// the CUDA activity) rather than CPU-side aten ops'.
+	GPU bool
+}
+
+// TimeKind names what a trace's times are: GPU kernel time, or the
+// CPU-side time of aten ops when the trace has no GPU kernels.
+func (r *ImportResult) TimeKind() string {
+	if r.GPU {
+		return "GPU kernel time"
+	}
+	return "aten op time (CPU; no GPU kernels in the trace)"
 }
 
 // OpShare is one graph op's part of a trace's kernel time.
@@ -363,6 +375,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 		unmappedUS[outsideKernels] = &KernelTime{Name: outsideKernels, MS: outside}
 		traceUS = gpuUS
 	}
+	res.GPU = gpuUS > 0
 	if res.Graph != nil {
 		for _, ph := range []string{PhaseForward, PhaseBackward, PhaseOptimizer} {
 			v := phaseUS[ph]
@@ -422,8 +435,8 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	res.Warnings = importWarnings(res, source, m != nil, aten)
 	switch {
 	case res.Graph != nil:
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace is a training step that names no node of the model: its forward aten ops, and its backward functions in reverse, were aligned with the model's ops by type and order, the optimizer's time spread over the %s update ops (%.1f%% of the GPU kernel time mapped, %d ops have no time); check the alignment with --report",
-			res.Optimizer, 100*res.MatchedShare, res.Unmeasured))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace is a training step that names no node of the model: its forward aten ops, and its backward functions in reverse, were aligned with the model's ops by type and order, the optimizer's time spread over the %s update ops (%.1f%% of the %s mapped, %d ops have no time); check the alignment with --report",
+			res.Optimizer, 100*res.MatchedShare, res.TimeKind(), res.Unmeasured))
 	case aten:
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
 			atenPerRun, 100*res.MatchedShare, res.Unmeasured))

@@ -631,7 +631,7 @@ func printImport(summary, stderr io.Writer, what string, res *profile.ImportResu
 			}
 			parts = append(parts, fmt.Sprintf("%s %.3f ms (%.1f%% matched)", ph.Phase, ph.MS, share))
 		}
-		fmt.Fprintf(summary, "training step (%s): GPU kernel time %s; %d ops of the training step have a time\n", res.Optimizer, strings.Join(parts, ", "), len(p.Ops))
+		fmt.Fprintf(summary, "training step (%s): %s %s; %d ops of the training step have a time\n", res.Optimizer, res.TimeKind(), strings.Join(parts, ", "), len(p.Ops))
 	}
 	if n := len(p.Unmatched); n > 0 {
 		fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
