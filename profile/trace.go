@@ -435,7 +435,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	res.Warnings = importWarnings(res, source, m != nil, aten)
 	switch {
 	case res.Graph != nil:
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace is a training step that names no node of the model: its forward aten ops, and its backward functions in reverse, were aligned with the model's ops by type and order, the optimizer's time spread over the %s update ops (%.1f%% of the %s mapped, %d ops have no time); check the alignment with --report",
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace is a training step that names no node of the model: its forward aten ops, and its backward functions in reverse, were aligned with the model's ops by type and order, the optimizer's time spread over the %s update ops (%.1f%% of the %s mapped, %d ops have no time); check the alignment against the per-op times the profile lists",
 			res.Optimizer, 100*res.MatchedShare, res.TimeKind(), res.Unmeasured))
 	case aten:
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
