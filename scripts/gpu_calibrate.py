@@ -19,7 +19,9 @@ Then, on any machine with opplace:
     opplace plan OUT/model.onnx --cluster CLUSTER.yaml --profile gpu.json
 
 docs/profiling-and-fusion.md ("Calibrating a GPU from a training step")
-says what is fitted and what is not.  Not run by opplace's tests.
+says what is fitted and what is not.  Not run by opplace's tests.  Tried
+only with --device cpu on PyTorch 1.13 (no GPU and no transformers were at
+hand): the CUDA and --hf paths have not been run.
 
 Examples:
 
@@ -34,6 +36,7 @@ turns cuDNN's TF32 off too), which is what opplace plans without
 --precision.  --bf16 wraps the forward in torch.autocast(bfloat16).
 """
 import argparse
+import inspect
 import os
 import sys
 
@@ -87,9 +90,15 @@ def export(model, x, in_name, out):
     path = os.path.join(out, "model.onnx")
     tmp = path + ".full"
     model = model.eval()
+    kw = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        # The TorchScript exporter, as gen_models used: it traces the aten
+        # ops in the order eager PyTorch runs them (newer PyTorch defaults
+        # to the dynamo exporter, whose graph is decomposed differently).
+        kw["dynamo"] = False
     with torch.no_grad():
         torch.onnx.export(model, (x,), tmp, opset_version=17, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.EVAL, input_names=[in_name])
+                          training=torch.onnx.TrainingMode.EVAL, input_names=[in_name], **kw)
     m = onnx.load(tmp)
     os.remove(tmp)
     onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
@@ -154,7 +163,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     trace = os.path.join(args.out, "trace.json")
     # One warm-up step inside the profiler (its events are dropped), then the
-    # recorded one: its range is ProfilerStep#1 in the trace.
+    # recorded one, a ProfilerStep#N range in the trace.
     with profile(activities=acts, record_shapes=True, schedule=schedule(wait=0, warmup=1, active=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
         for _ in range(2):
