@@ -1,7 +1,10 @@
 package profile_test
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/graph"
@@ -137,5 +140,62 @@ func TestCalibrateTrainingStepRecovers(t *testing.T) {
 				t.Errorf("families fitted on their own: conv %s, elementwise %s, update %s", conv.Family, elem.Family, upd.Family)
 			}
 		})
+	}
+}
+
+// GPU time the map cannot place (a kernel launched outside every aten op,
+// as a user's CUDA extension or a collective would be) lowers the share
+// matched, and below 80% the import warns and names it.
+func TestImportTrainingStepUnmappedWarns(t *testing.T) {
+	fwd, tg := resnet18Train(t)
+	tr, err := kinetotest.TrainingStep(fwd, tg, knownGPU, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(tr.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var step map[string]any
+	for _, e := range doc.TraceEvents {
+		if name, _ := e["name"].(string); strings.HasPrefix(name, "ProfilerStep#") {
+			step = e
+		}
+	}
+	if step == nil {
+		t.Fatal("the test trace has no ProfilerStep#N range")
+	}
+	ts := step["ts"].(float64) + 1
+	for _, tc := range []struct {
+		extraUS   float64 // the outside kernel's time
+		wantShare float64
+		warns     bool
+	}{
+		{0.1 * tr.StepUS, (tr.StepUS - tr.LossUS) / (1.1 * tr.StepUS), false},
+		{tr.StepUS, (tr.StepUS - tr.LossUS) / (2 * tr.StepUS), true},
+	} {
+		// Kineto's fields: a cudaLaunchKernel on a thread of its own and
+		// its kernel on a stream, one correlation id.
+		evs := append(slices.Clone(doc.TraceEvents),
+			map[string]any{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 99, "ts": ts, "dur": 2.0, "args": map[string]any{"correlation": 1e6}},
+			map[string]any{"ph": "X", "cat": "kernel", "name": "my_extension_kernel", "pid": 0, "tid": 7, "ts": ts + 2, "dur": tc.extraUS, "args": map[string]any{"correlation": 1e6, "stream": 7, "device": 0}})
+		data, err := json.Marshal(map[string]any{"traceEvents": evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := profile.ImportWith("step.json", data, fwd, a100, profile.ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, w := range res.Warnings {
+			warned = warned || strings.HasPrefix(w, "only ") && strings.Contains(w, "kernel time")
+		}
+		t.Logf("outside kernel %.3f ms: share %.4f, warnings %q", tc.extraUS/1e3, res.MatchedShare, res.Warnings)
+		if math.Abs(res.MatchedShare-tc.wantShare) > 1e-4 || warned != tc.warns {
+			t.Errorf("outside kernel %.3f ms: share %.4f (want %.4f), share warning %v (want %v)", tc.extraUS/1e3, res.MatchedShare, tc.wantShare, warned, tc.warns)
+		}
 	}
 }
