@@ -1,8 +1,6 @@
 package profile
 
 import (
-	"cmp"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -46,7 +44,10 @@ var atenTypes = map[string][]string{
 
 // atenFolds are aten ops an inference export folds into the op before
 // them (batch_norm into the convolution).
-var atenFolds = map[string]bool{"batch_norm": true, "dropout": true, "feature_dropout": true, "contiguous": true}
+var atenFolds = map[string]bool{"batch_norm": true, "dropout": true, "feature_dropout": true, "contiguous": true,
+	// A training step's casts and copies (autocast's, a backward's
+	// ToCopyBackward0) and its dropout.
+	"_to_copy": true, "to": true, "clone": true, "native_dropout": true}
 
 // atenName is an aten op's name without the namespace and the in-place
 // underscore: "aten::relu_" -> "relu".
@@ -88,108 +89,32 @@ type atenOp struct {
 	dur  float64
 }
 
-// atenRuns collects each run's top-level aten ops (those inside no other
-// aten op on their thread) in order. Runs are the ranges named
-// "model_run" or "ProfilerStep#N"; without any, the trace is one run.
-// When the trace has GPU kernels (Kineto's "kernel", "gpu_memcpy" and
-// "gpu_memset" events), an aten op's time is that of the kernels its
-// runtime calls ("cuda_runtime", "cuda_driver" events inside it on its
-// thread) launched, matched by args.correlation; its own duration then
-// times the launches.
-func atenRuns(events []traceEvent) [][]atenOp {
-	type ev struct {
-		name    string
-		ts, dur float64
-		tid     string
-		corr    float64
-	}
-	var ranges, ops, launches []ev
-	gpu := map[float64]float64{}
-	for _, e := range events {
-		if e.Dur == nil || e.Ts == nil || (e.Ph != "" && e.Ph != "X") || *e.Dur < 0 {
-			continue
-		}
-		x := ev{e.Name, *e.Ts, *e.Dur, fmt.Sprint(e.Pid, "/", e.Tid), 0}
-		corr, hasCorr := e.Args["correlation"].(float64)
-		switch {
-		case e.Cat == "kernel" || e.Cat == "gpu_memcpy" || e.Cat == "gpu_memset":
-			if hasCorr {
-				gpu[corr] += *e.Dur
-			}
-		case e.Cat == "cuda_runtime" || e.Cat == "cuda_driver":
-			if hasCorr {
-				x.corr = corr
-				launches = append(launches, x)
-			}
-		case e.Cat == "gpu_user_annotation":
-		case e.Name == "model_run" || strings.HasPrefix(e.Name, "ProfilerStep#"):
-			ranges = append(ranges, x)
-		case strings.HasPrefix(e.Name, "aten::"):
-			ops = append(ops, x)
-		}
-	}
-	slices.SortStableFunc(ops, func(a, b ev) int {
-		if a.ts != b.ts {
-			return cmp.Compare(a.ts, b.ts)
-		}
-		return cmp.Compare(b.dur, a.dur)
-	})
-	slices.SortFunc(ranges, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
-	end := map[string]float64{}
-	var top []ev
-	for _, o := range ops {
-		if e, ok := end[o.tid]; ok && o.ts < e {
-			continue
-		}
-		end[o.tid] = o.ts + o.dur
-		top = append(top, o)
-	}
-	if len(gpu) > 0 {
-		slices.SortFunc(launches, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
-		for i := range top {
-			o := &top[i]
-			var t float64
-			j, _ := slices.BinarySearchFunc(launches, o.ts, func(l ev, ts float64) int { return cmp.Compare(l.ts, ts) })
-			for ; j < len(launches) && launches[j].ts < o.ts+o.dur; j++ {
-				if launches[j].tid == o.tid {
-					t += gpu[launches[j].corr]
-				}
-			}
-			o.dur = t
-		}
-	}
-	if len(ranges) == 0 {
-		run := make([]atenOp, 0, len(top))
-		for _, o := range top {
-			run = append(run, atenOp{o.name, o.dur})
-		}
-		return [][]atenOp{run}
-	}
-	runs := make([][]atenOp, len(ranges))
-	for _, o := range top {
-		for i, r := range ranges {
-			if o.ts >= r.ts && o.ts < r.ts+r.dur {
-				runs[i] = append(runs[i], atenOp{o.name, o.dur})
-				break
-			}
-		}
-	}
-	return slices.DeleteFunc(runs, func(r []atenOp) bool { return len(r) == 0 })
-}
-
 // atenKernels aligns each run's aten ops with g's ops and returns them
-// as trace kernels with their targets: kernel i of a run is its i-th
-// aten op; runs whose op sequence differs from the first run's get
-// kernels of their own.
+// as trace kernels with their targets (mergeRuns).
 func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel {
 	est := opEstimates(g, dt)
-	// Shape arithmetic stays in: PyTorch may run it as aten ops too.
+	seq := alignSeq(g)
+	return mergeRuns(runs, func(run []atenOp) []*target { return alignAten(g, est, seq, run) })
+}
+
+// alignSeq is g's forward ops in order, what aten ops align with.
+// Shape arithmetic stays in: PyTorch may run it as aten ops too.
+func alignSeq(g *graph.Graph) []graph.OpID {
 	var seq []graph.OpID
 	for i := range g.Ops {
-		if g.Ops[i].Type != "Identity" && g.Ops[i].Type != "Constant" {
+		op := &g.Ops[i]
+		if op.Type != "Identity" && op.Type != "Constant" && op.Phase == graph.Forward {
 			seq = append(seq, graph.OpID(i))
 		}
 	}
+	return seq
+}
+
+// mergeRuns turns runs of timed trace entries into trace kernels with
+// the targets targets gives a run: kernel i of a run is its i-th entry;
+// runs whose entry names differ from the first run's get kernels of
+// their own.
+func mergeRuns(runs [][]atenOp, targets func([]atenOp) []*target) []*traceKernel {
 	var kernels []*traceKernel
 	var first []*traceKernel
 	for r, run := range runs {
@@ -207,12 +132,12 @@ func atenKernels(g *graph.Graph, dt *DeviceType, runs [][]atenOp) []*traceKernel
 			}
 			continue
 		}
-		targets := alignAten(g, est, seq, run)
+		ts := targets(run)
 		ks := make([]*traceKernel, len(run))
 		for i, a := range run {
 			durs := make([]float64, r+1)
 			durs[r] = a.dur
-			ks[i] = &traceKernel{name: a.name, opType: a.name, durs: durs, events: 1, target: targets[i]}
+			ks[i] = &traceKernel{name: a.name, opType: a.name, durs: durs, events: 1, target: ts[i]}
 		}
 		kernels = append(kernels, ks...)
 		if first == nil {
@@ -316,7 +241,7 @@ func opEstimates(g *graph.Graph, dt *DeviceType) []float64 {
 	cdt := dt.Cluster()
 	r := cost.Roofline{}
 	for i := range g.Ops {
-		if !cost.IsMetadataOp(g.Ops[i].Type) {
+		if Family(g.Ops[i].Type) != FamilyView {
 			est[i] = max(r.ComputeTime(g, graph.OpID(i), cdt), r.MemoryTime(g, graph.OpID(i), cdt))
 		}
 	}

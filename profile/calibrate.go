@@ -28,7 +28,10 @@ type Calibration struct {
 	// older files.
 	Method string `json:"method,omitempty"`
 	// Models lists the models whose measurements were pooled into the fit.
-	Models   []string    `json:"models,omitempty"`
+	Models []string `json:"models,omitempty"`
+	// Trace is the runtime trace the measurements were imported from
+	// (opplace profile --import), empty when they were measured here.
+	Trace    string      `json:"trace,omitempty"`
 	Families []FamilyFit `json:"families"`
 	Before   ErrorStats  `json:"before"`
 	After    ErrorStats  `json:"after"`

@@ -19,6 +19,10 @@ const (
 	FamilyReduce      = "reduce"
 	FamilyMovement    = "movement"
 	FamilyOther       = "other"
+	// FamilyUpdate is a training step's optimizer updates (train.Build's
+	// Update<Optimizer> ops): an imported trace spreads the optimizer's
+	// time over them, so they are fitted apart from measured kernels.
+	FamilyUpdate = "update"
 	// FamilyView ops launch no kernel; they are never fitted.
 	FamilyView = "view"
 	// FamilyAll is the fit over every measurement, used for families with
@@ -43,9 +47,15 @@ func Group(family string) string {
 	return FamilyMemory
 }
 
-// Family names the calibration family of an op type.
+// Family names the calibration family of an op type; a gradient op
+// ("ConvGrad", train.Build's) is in its forward op's family.
 func Family(opType string) string {
+	if base, ok := strings.CutSuffix(opType, "Grad"); ok && base != "" {
+		opType = base
+	}
 	switch {
+	case strings.HasPrefix(opType, "Update"):
+		return FamilyUpdate
 	case cost.IsMetadataOp(opType):
 		return FamilyView
 	case strings.HasPrefix(opType, "Conv") || opType == "QLinearConv" || opType == "DepthwiseConv2dNative":

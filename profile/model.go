@@ -168,6 +168,11 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 			}
 		}
 	}
+	for _, dt := range here {
+		if e, _ := m.Entry(dt); e.Calibration != nil && e.Calibration.Trace != "" {
+			advice = append(advice, traceNote(e))
+		}
+	}
 	if len(here) == 0 {
 		return []string{fmt.Sprintf("the profile measured device type(s) %s, which cluster %q does not have: it changes nothing, every op keeps the model's estimate",
 			strings.Join(m.names, ", "), c.Name)}
@@ -214,4 +219,24 @@ func (m *Model) Advice(g *graph.Graph, c *cluster.Cluster, batch int64) []string
 		msg += fmt.Sprintf("; %d op(s) have times without shapes (no key), used as measured", keyless)
 	}
 	return append(advice, msg)
+}
+
+// traceNote says that a device type's times and efficiency constants
+// come from a trace, with the fitted constants.
+func traceNote(e *DeviceType) string {
+	c := e.Calibration
+	var parts []string
+	for _, fam := range []string{FamilyConv, FamilyMatMul, FamilyElementwise} {
+		f := c.Fit(fam)
+		if f == nil {
+			continue
+		}
+		if Group(fam) == FamilyCompute {
+			parts = append(parts, fmt.Sprintf("%s e_max %.3g, W_half %.3g FLOPs (%s fit)", fam, f.ComputeEfficiency, f.ComputeHalfFLOPs, f.Family))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s bandwidth fraction %.3g, overhead %.3g us (%s fit)", fam, f.MemoryEfficiency, f.OverheadS*1e6, f.Family))
+		}
+	}
+	return fmt.Sprintf("device type %s is priced from trace %s: its traced ops by their measured times, the others by efficiency constants fitted to them (%s; median error %.1f%% over %d distinct ops)",
+		e.Name, c.Trace, strings.Join(parts, "; "), 100*c.After.MedianRelErr, c.After.Samples)
 }

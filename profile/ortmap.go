@@ -23,6 +23,9 @@ type ImportOptions struct {
 	Optimized []byte
 	// OptimizedName labels the optimized model in errors.
 	OptimizedName string
+	// Optimizer names the optimizer of a training step's trace (sgd,
+	// momentum, adam); empty: the one its Optimizer.step range names.
+	Optimizer string
 }
 
 // MinMatchedShare is the share of a trace's kernel time below which

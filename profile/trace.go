@@ -12,6 +12,7 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
+	"github.com/opplace/opplace/train"
 )
 
 // Trace formats Import reads.
@@ -65,6 +66,26 @@ type ImportResult struct {
 	Unmapped []KernelTime
 	// Warnings say why the profile may miss much of the trace.
 	Warnings []string
+	// Graph, for a training step's trace, is the training step (forward,
+	// backward and update ops, train.Build with Optimizer) the profile's
+	// measurements name; nil for other traces, which name the model's ops.
+	Graph     *graph.Graph
+	Optimizer string
+	// Phases splits a training trace's GPU time into forward, backward
+	// and optimizer, per run.
+	Phases []PhaseTime
+	// GPU is whether the times are GPU kernels' (a Kineto trace with
+	// the CUDA activity) rather than CPU-side aten ops'.
+	GPU bool
+}
+
+// TimeKind names what a trace's times are: GPU kernel time, or the
+// CPU-side time of aten ops when the trace has no GPU kernels.
+func (r *ImportResult) TimeKind() string {
+	if r.GPU {
+		return "GPU kernel time"
+	}
+	return "aten op time (CPU; no GPU kernels in the trace)"
 }
 
 // OpShare is one graph op's part of a trace's kernel time.
@@ -171,6 +192,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	// A PyTorch trace with no event named after a node: align its aten
 	// ops with the model's ops.
 	aten, atenPerRun := false, 0
+	var gpuUS float64 // a Kineto trace's GPU kernel time in its runs
 	if source == SourceChrome {
 		named, atenOps := false, false
 		for _, e := range events {
@@ -181,7 +203,25 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			atenOps = atenOps || strings.HasPrefix(e.Name, "aten::")
 		}
 		if aten = !named && atenOps; aten {
-			ar := atenRuns(events)
+			kt := readKineto(events)
+			var ar [][]atenOp
+			if kt.training() {
+				opt, err := traceOptimizer(kt, o.Optimizer)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				tg, _, err := train.Build(g, train.Options{Optimizer: opt})
+				if err != nil {
+					return nil, fmt.Errorf("%s: the model's training step: %w", name, err)
+				}
+				g, res.Graph, res.Optimizer = tg, tg, opt.Name
+				ar = kt.trainRuns()
+				kernels = trainKernels(g, &dt, ar)
+			} else {
+				ar = kt.split(kt.topOps(false))
+				kernels = atenKernels(g, &dt, ar)
+			}
+			gpuUS = kt.gpuTotal()
 			for _, e := range events {
 				if e.Dur != nil && (e.Name == "model_run" || strings.HasPrefix(e.Name, "ProfilerStep#")) {
 					runs = append(runs, *e.Dur/1e3)
@@ -193,7 +233,6 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			if len(ar) > 0 {
 				atenPerRun = len(ar[0])
 			}
-			kernels = atenKernels(g, &dt, ar)
 			events = nil
 		}
 	}
@@ -267,6 +306,7 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	var traceUS, matchedUS, layoutUS float64
 	unmatched := map[string]bool{}
 	unmappedUS := map[string]*KernelTime{}
+	phaseUS := map[string]*[2]float64{PhaseForward: {}, PhaseBackward: {}, PhaseOptimizer: {}}
 	for _, k := range kernels {
 		t := k.target
 		if t == nil {
@@ -282,6 +322,12 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			continue
 		}
 		traceUS += sum
+		if res.Graph != nil {
+			phaseUS[tracePhase(k.name)][0] += sum
+			if len(t.ops) > 0 {
+				phaseUS[tracePhase(k.name)][1] += sum
+			}
+		}
 		if t.layout {
 			layoutUS += sum
 		}
@@ -323,6 +369,19 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 		}
 	}
 	runsF := float64(max(res.Runs, 1))
+	// Kernels launched outside every aten op and range read count too:
+	// the share is of the GPU's time.
+	if outside := gpuUS - traceUS; outside > 1e-6*gpuUS {
+		unmappedUS[outsideKernels] = &KernelTime{Name: outsideKernels, MS: outside}
+		traceUS = gpuUS
+	}
+	res.GPU = gpuUS > 0
+	if res.Graph != nil {
+		for _, ph := range []string{PhaseForward, PhaseBackward, PhaseOptimizer} {
+			v := phaseUS[ph]
+			res.Phases = append(res.Phases, PhaseTime{Phase: ph, MS: round6(v[0] / 1e3 / runsF), MatchedMS: round6(v[1] / 1e3 / runsF)})
+		}
+	}
 	res.TraceMS = round6(traceUS / 1e3 / runsF)
 	res.MatchedMS = round6(matchedUS / 1e3 / runsF)
 	res.LayoutMS = round6(layoutUS / 1e3 / runsF)
@@ -373,8 +432,12 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 		}
 		res.Unmeasured++
 	}
-	res.Warnings = importWarnings(res, source, m != nil)
-	if aten {
+	res.Warnings = importWarnings(res, source, m != nil, aten)
+	switch {
+	case res.Graph != nil:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace is a training step that names no node of the model: its forward aten ops, and its backward functions in reverse, were aligned with the model's ops by type and order, the optimizer's time spread over the %s update ops (%.1f%% of the %s mapped, %d ops have no time); check the alignment against the per-op times the profile lists",
+			res.Optimizer, 100*res.MatchedShare, res.TimeKind(), res.Unmeasured))
+	case aten:
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace names no node of the model: its %d top-level aten ops per run were aligned with the model's ops by type and order (%.1f%% of their time mapped, %d ops have no time); wrap each node in record_function(node_name) for an exact map",
 			atenPerRun, 100*res.MatchedShare, res.Unmeasured))
 	}
@@ -383,6 +446,10 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 	res.Profile = p
 	return res, nil
 }
+
+// outsideKernels names the GPU time of a Kineto trace's kernels that no
+// aten op, backward function or optimizer range launched.
+const outsideKernels = "(kernels launched outside any aten op)"
 
 // mapKernel finds the ops a trace kernel times.
 func mapKernel(g *graph.Graph, m *ortMap, k *traceKernel, indices []int) *target {
@@ -404,7 +471,7 @@ func mapKernel(g *graph.Graph, m *ortMap, k *traceKernel, indices []int) *target
 }
 
 // importWarnings says why a trace matched little of its time.
-func importWarnings(res *ImportResult, source string, optimized bool) []string {
+func importWarnings(res *ImportResult, source string, optimized, aten bool) []string {
 	var w []string
 	if source == SourceORT && !optimized {
 		w = append(w, fmt.Sprintf("ONNX Runtime kernels mapped by name only: a fused kernel's time goes to one op, %d kernels (%.1f%% of the time) matched none, %d ops have no time; importing it with the optimized model the session writes (SessionOptions.optimized_model_filepath) maps fused and renamed kernels to every op they compute",
@@ -440,6 +507,10 @@ func importWarnings(res *ImportResult, source string, optimized bool) []string {
 		why = "ONNX Runtime fused and renamed nodes, and without the optimized model the session writes (SessionOptions.optimized_model_filepath) only names are matched"
 	case source == SourceORT:
 		why = "these kernels' tensors are not the model's (is the optimized model from the same session and optimisation level?)"
+	case aten && res.Graph != nil:
+		why = "aten ops and backward functions that did not align with the training step's ops by type and order (the loss and its backward never do; was the ONNX model exported from the module the trace ran?)"
+	case aten:
+		why = "aten ops that did not align with the model's ops by type and order (was the ONNX model exported from the module the trace ran?)"
 	case source == SourceChrome:
 		why = "annotations name no node of the model (wrap each node in record_function(node_name))"
 	}

@@ -43,6 +43,7 @@ type profileFlags struct {
 	ortLib        string
 	keepTrace     string
 	keepOptimized string
+	optimizer     string
 }
 
 func init() { commands = append(commands, newProfileCmd) }
@@ -199,6 +200,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.runtime, "runtime", runtimeAuto, "what measures: onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler), gorgonia (each distinct op, pure-Go kernels), or auto: onnxruntime when its library is found, else gorgonia")
 	fl.StringVar(&f.ortLib, "onnxruntime-lib", "", "ONNX Runtime shared library (default $OPPLACE_ONNXRUNTIME, ./node_modules/onnxruntime-node, .cache/onnxruntime-node, /usr/lib, /usr/local/lib)")
 	fl.StringVar(&f.keepTrace, "keep-trace", "", "with --runtime onnxruntime, save ONNX Runtime's profiling JSON of the timed runs here")
+	fl.StringVar(&f.optimizer, "optimizer", "", "with --import of a training step's trace: its optimizer (sgd, momentum or adam; default: the one the trace's Optimizer.step range names), which names the update ops as plan --optimizer does")
 	fl.StringVar(&f.keepOptimized, "keep-optimized", "", "with --runtime onnxruntime, save the model as ONNX Runtime optimized it (large weights stripped) here")
 	return cmd
 }
@@ -294,7 +296,7 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
-		opts := profile.ImportOptions{OptimizedName: f.optimized}
+		opts := profile.ImportOptions{OptimizedName: f.optimized, Optimizer: f.optimizer}
 		if f.optimized != "" {
 			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
 				return &pipeline.InputError{Err: err}
@@ -305,6 +307,10 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			return &pipeline.InputError{Err: err}
 		}
 		p = res.Profile
+		if res.Graph != nil {
+			// A training step's trace times the training step's ops.
+			g = res.Graph
+		}
 		printImport(summary, stderr, "imported "+f.importFile, res)
 		if p.Source == profile.SourceORT && f.optimized == "" && len(res.Warnings) > 0 {
 			fmt.Fprintln(stderr, "hint: give the optimized model that session wrote with --optimized-model FILE")
@@ -344,6 +350,9 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if err != nil {
 		fmt.Fprintf(stderr, "warning: not calibrated: %v\n", err)
 	} else {
+		if f.importFile != "" {
+			cal.Trace = f.importFile
+		}
 		fmt.Fprintf(summary, "calibration on %d distinct ops: median relative error %.1f%% -> %.1f%%, p90 %.1f%% -> %.1f%%\n",
 			cal.After.Samples, 100*cal.Before.MedianRelErr, 100*cal.After.MedianRelErr, 100*cal.Before.P90RelErr, 100*cal.After.P90RelErr)
 	}
@@ -613,6 +622,17 @@ func printImport(summary, stderr io.Writer, what string, res *profile.ImportResu
 		fmt.Fprintf(summary, "; median model run %.3f ms", res.RunMS)
 	}
 	fmt.Fprintln(summary)
+	if len(res.Phases) > 0 {
+		var parts []string
+		for _, ph := range res.Phases {
+			share := 0.0
+			if ph.MS > 0 {
+				share = 100 * ph.MatchedMS / ph.MS
+			}
+			parts = append(parts, fmt.Sprintf("%s %.3f ms (%.1f%% matched)", ph.Phase, ph.MS, share))
+		}
+		fmt.Fprintf(summary, "training step (%s): %s %s; %d ops of the training step have a time\n", res.Optimizer, res.TimeKind(), strings.Join(parts, ", "), len(p.Ops))
+	}
 	if n := len(p.Unmatched); n > 0 {
 		fmt.Fprintf(summary, "unmatched node names (%d): %s\n", n, abbreviate(p.Unmatched, 8))
 	}
