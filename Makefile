@@ -43,8 +43,10 @@ setup:
 build:
 	$(GO) build -o $(BIN) ./cmd/opplace
 
+# -timeout 30m: the command tests plan real models, about 6 minutes on a
+# loaded 2-core machine, close to go test's default limit of 10.
 test: build
-	OPPLACE_ONNXRUNTIME=$(ORT_LIB) OPPLACE_REQUIRE_ONNXRUNTIME=1 $(GO) test -count=1 $(PKGS)
+	OPPLACE_ONNXRUNTIME=$(ORT_LIB) OPPLACE_REQUIRE_ONNXRUNTIME=1 $(GO) test -count=1 -timeout 30m $(PKGS)
 
 # bench runs every benchmark once; pipeline's BenchmarkScale plans
 # generated costed graphs of 10^4 and 10^5 ops with m-etf, heft and auto
