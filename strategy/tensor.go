@@ -164,7 +164,11 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 				out = append(out, props...)
 			}
 			if err != nil {
-				reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, map[bool]string{true: " (token splits)"}[tokens], err))
+				how := ""
+				if tokens {
+					how = " with token splits"
+				}
+				reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how, err))
 			}
 		}
 	}
