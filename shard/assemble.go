@@ -85,6 +85,7 @@ func (p *problem) assemble(sol *Solution) {
 		}
 	}
 	// Gradient ops: the conversions of the gradients they write.
+	reduced := map[graph.TensorID]bool{}
 	for i := range g.Ops {
 		v := graph.OpID(i)
 		gv := p.gradOp[v]
@@ -113,9 +114,26 @@ func (p *problem) assemble(sol *Solution) {
 			case tt.Producer != graph.NoOp && p.region[tt.Producer] == p.region[v]:
 				lp = chosen(tt.Producer).out[slices.Index(g.Ops[tt.Producer].Outputs, x)]
 			}
-			if kind, ok := conversion(gl, dual(lp)); ok {
-				addSync(gv, kind, dx)
+			kind, ok := conversion(gl, dual(lp))
+			if !ok {
+				continue
 			}
+			if kind == sim.AllReduce {
+				if u, dw := p.weightView(x); dw >= 0 {
+					// The partial gradient of a weight's transpose is
+					// reduced as the weight's own gradient, after the
+					// view's gradient op: the same bytes, but run once
+					// per step on the gradient accumulated over the
+					// micro-batches, as data parallelism reduces it.
+					sol.Layout[dw] = Partial
+					if !reduced[dw] {
+						reduced[dw] = true
+						addSync(u, kind, dw)
+					}
+					continue
+				}
+			}
+			addSync(gv, kind, dx)
 		}
 	}
 	// Divided forward tensors and parameters; updates of divided weights
@@ -149,4 +167,54 @@ func (p *problem) assemble(sol *Solution) {
 		}
 		sol.Estimate += p.m.OpTime(graph.OpID(i)) * p.share(ts.Split[i])
 	}
+}
+
+// weightView finds, for forward tensor x, the weight it is a replicated
+// view of (through Transpose, Cast or Identity ops left replicated, as
+// exporters put between a parameter and its matmul): the gradient op of
+// the view op reading the weight and the weight's gradient it writes.
+// It returns -1 for the gradient when x is no such view, or when a view
+// along the way has other readers or is split.
+func (p *problem) weightView(x graph.TensorID) (graph.OpID, graph.TensorID) {
+	g := p.g
+	// One forward reader: a gradient of x summed with another reader's
+	// replicated one would be counted t times by the all-reduce.
+	readers := func(x graph.TensorID) int {
+		n := 0
+		for _, c := range g.Tensors[x].Consumers {
+			if g.Ops[c].Phase == graph.Forward {
+				n++
+			}
+		}
+		return n
+	}
+	if readers(x) != 1 {
+		return graph.NoOp, -1
+	}
+	for range 3 {
+		u := g.Tensors[x].Producer
+		if u == graph.NoOp || g.Ops[u].Phase != graph.Forward || p.gradOp[u] == graph.NoOp || len(g.Ops[u].Inputs) == 0 {
+			return graph.NoOp, -1
+		}
+		switch g.Ops[u].Type {
+		case "Transpose", "Cast", "Identity":
+		default:
+			return graph.NoOp, -1
+		}
+		if p.strats[u][p.choice[u]].split != 0 {
+			return graph.NoOp, -1
+		}
+		in := g.Ops[u].Inputs[0]
+		if readers(in) != 1 {
+			return graph.NoOp, -1
+		}
+		if g.Tensors[in].Kind == graph.Parameter {
+			if dw := p.gradTensor(u, in); dw >= 0 {
+				return p.gradOp[u], dw
+			}
+			return graph.NoOp, -1
+		}
+		x = in
+	}
+	return graph.NoOp, -1
 }

@@ -38,6 +38,15 @@ type Options struct {
 	// TimeLimit bounds each block's integer program; 0 means
 	// DefaultTimeLimit. A program stopped by it keeps its best incumbent.
 	TimeLimit time.Duration
+	// Tokens also offers every matmul and Gemm the token split (A split
+	// on its rows, B whole, the output split on its rows: sequence
+	// parallelism). Off, the search keeps to splits of the weights and
+	// heads: the program prices one group alone, and a token split
+	// leaves every member the whole weight, whose gradient data
+	// parallelism's replicas then reduce t times larger than after a
+	// weight split, a cost the caller's simulation sees and this search
+	// does not. Callers solve both ways and keep the faster step.
+	Tokens bool
 }
 
 // DefaultTimeLimit is the per-block solver limit: the programs of a
@@ -95,7 +104,7 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 		// one pass instead of after building every op's strategies.
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q reads a weight of known shape: %w", g.Name, ErrNotApplicable)
 	}
-	p := newProblem(g, t, m)
+	p := newProblem(g, t, m, opts.Tokens)
 	if !p.applicable() {
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q has a weight whose dimensions divide by %d: %w", g.Name, t, ErrNotApplicable)
 	}
@@ -150,10 +159,10 @@ type problem struct {
 	update []graph.OpID
 }
 
-func newProblem(g *graph.Graph, t int, m Model) *problem {
+func newProblem(g *graph.Graph, t int, m Model, tokens bool) *problem {
 	p := &problem{
 		g: g, t: t, m: m,
-		str:    strategist{g: g, t: int64(t), batch: g.Batch()},
+		str:    strategist{g: g, t: int64(t), batch: g.Batch(), tokens: tokens},
 		strats: make([][]strategy, len(g.Ops)),
 		choice: make([]int, len(g.Ops)),
 		region: make([]int, len(g.Ops)),

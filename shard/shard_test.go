@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -319,6 +320,75 @@ func TestGroupLeads(t *testing.T) {
 		for i := range got {
 			if got[i] != tc.want[i] {
 				t.Errorf("%v -> %v: %v, want %v", tc.in, tc.out, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestTokens: with token splits offered, an MLP over many tokens and
+// small weights splits its tokens (every member keeps the weights whole
+// and the backward pass all-reduces their gradients, no collective in
+// the forward pass), while one over few tokens and large weights keeps
+// Megatron's column then row: the search weighs the activations'
+// collectives against the weights'. Without token splits both are
+// column then row.
+func TestTokens(t *testing.T) {
+	for _, tc := range []struct {
+		n, d, h int64
+		tokens  bool
+		fc      string // fc1's and fc2's choice
+	}{
+		{8192, 256, 2048, true, "tokens"},
+		{8192, 256, 2048, false, ""},
+		{256, 1024, 4096, true, ""},
+	} {
+		name := fmt.Sprintf("n=%d,d=%d,tokens=%v", tc.n, tc.d, tc.tokens)
+		// Two sequences of n/2 tokens: the batch (axis 0) is data
+		// parallelism's to split, the tokens (axis 1) the group's.
+		n, d, h := tc.n, tc.d, tc.h
+		g := step(t, newBuilder(t).input("in", 2, n/2, d).param("s", d).
+			op("scale", "Mul", n*d, "u", []int64{2, n / 2, d}, "in", "s").
+			op("norm", "Softmax", 5*n*d, "x", []int64{2, n / 2, d}, "u").
+			param("w1", d, h).param("b1", h).param("w2", h, d).param("b2", d).
+			op("fc1", "MatMul", 2*n*d*h, "h1", []int64{2, n / 2, h}, "x", "w1").
+			op("bias1", "Add", n*h, "a1", []int64{2, n / 2, h}, "h1", "b1").
+			op("relu", "Relu", n*h, "r", []int64{2, n / 2, h}, "a1").
+			op("fc2", "MatMul", 2*n*h*d, "h2", []int64{2, n / 2, d}, "r", "w2").
+			op("bias2", "Add", n*d, "y", []int64{2, n / 2, d}, "h2", "b2").
+			output("y").g)
+		sol, err := Solve(g, 4, flopModel{g: g, t: 4, bandwidth: 100e9}, Options{Tokens: tc.tokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [2]string{"column", "row"}
+		if tc.fc != "" {
+			want = [2]string{tc.fc, tc.fc}
+		}
+		for i, op := range []string{"fc1", "fc2"} {
+			if got := sol.Choice[opID(t, g, op)]; got != want[i] {
+				t.Errorf("%s: %s is %q, want %q", name, op, got, want[i])
+			}
+		}
+		if tc.fc != "tokens" {
+			continue
+		}
+		// Forward, only the graph's output is gathered whole.
+		fwd, _ := syncs(g, sol, allOps(g), sim.AllReduce)
+		ag, _ := syncs(g, sol, allOps(g), sim.AllGather)
+		if fwd != 0 || ag != 1 {
+			t.Errorf("%s: %d forward all-reduces and %d all-gathers, want 0 and 1 (the output)", name, fwd, ag)
+		}
+		// Each weight's gradient is a partial sum, all-reduced.
+		for _, w := range []string{"w1", "w2"} {
+			x, _ := g.TensorByName(w)
+			var found bool
+			for op := range g.Ops {
+				for _, y := range sol.Split.Syncs[op] {
+					found = found || (y.Kind == sim.AllReduce && strings.HasSuffix(g.Tensors[y.Tensor].Name, "/"+w) && y.Bytes == g.Tensors[x].Bytes())
+				}
+			}
+			if !found {
+				t.Errorf("%s: no all-reduce of %s's gradient", name, w)
 			}
 		}
 	}

@@ -71,6 +71,8 @@ type strategist struct {
 	g     *graph.Graph
 	t     int64
 	batch int64
+	// tokens offers matmuls and Gemms the token split (Options.Tokens).
+	tokens bool
 }
 
 // splittable reports whether axis a of tensor x can be divided among t
@@ -216,8 +218,12 @@ func repeat(l Layout, n int) []Layout {
 // matmul: with a weight B, column (B split on its output dim, A whole,
 // output split on its last axis) and row (A split on its last axis, B on
 // its input dim, output a partial sum); of two activations, a shared
-// batch-like axis (attention's heads) and the contracted axis. The rows
-// of A (tokens) are not split: that is sequence or data parallelism.
+// batch-like axis (attention's heads) and the contracted axis. Either
+// kind also has tokens: A split on its rows (a sequence's tokens; never
+// the batch, see splittable), B read whole, the output split on its
+// rows. B's gradient is then a partial sum (each member saw some tokens),
+// reduced once per step for a weight and per run for an activation
+// (attention's K and V, gathered whole in forward).
 func (s *strategist) matmul(op *graph.Op) []strategy {
 	if len(op.Inputs) != 2 {
 		return nil
@@ -238,6 +244,9 @@ func (s *strategist) matmul(op *graph.Op) []strategy {
 	}
 	if s.splittable(a, ra-1) && s.splittable(b, rb-2) {
 		list = append(list, uniform(op, row, 1, []Layout{Partial}, map[int]Layout{0: Split(ra - 1), 1: Split(rb - 2)}))
+	}
+	if s.tokens && s.splittable(a, ra-2) && s.splittable(y, ry-2) {
+		list = append(list, uniform(op, "tokens", 1, []Layout{Split(ry - 2)}, map[int]Layout{0: Split(ra - 2)}))
 	}
 	for ax := 0; ax < ry-2; ax++ {
 		if !s.splittable(y, ax) {
@@ -269,9 +278,10 @@ func (s *strategist) matmul(op *graph.Op) []strategy {
 	return list
 }
 
-// gemm: column (B split on N, a bias along N split with it) and, without
-// a bias, row (A and B split on K, output partial: a bias must be added
-// once, after the all-reduce, which Gemm cannot do).
+// gemm: column (B split on N, a bias along N split with it), without a
+// bias row (A and B split on K, output partial: a bias must be added
+// once, after the all-reduce, which Gemm cannot do), and tokens (A split
+// on M, B and a bias broadcast along M whole, output split on M).
 func (s *strategist) gemm(op *graph.Op) []strategy {
 	if len(op.Inputs) < 2 || s.rank(op.Inputs[0]) != 2 || s.rank(op.Inputs[1]) != 2 {
 		return nil
@@ -302,6 +312,20 @@ func (s *strategist) gemm(op *graph.Op) []strategy {
 	}
 	if len(op.Inputs) == 2 && s.splittable(a, kaAxis) && s.splittable(b, kbAxis) {
 		list = append(list, uniform(op, row, 1, []Layout{Partial}, map[int]Layout{0: Split(kaAxis), 1: Split(kbAxis)}))
+	}
+	if s.tokens && s.splittable(a, 1-kaAxis) && s.splittable(y, 0) {
+		ins := map[int]Layout{0: Split(1 - kaAxis)}
+		if len(op.Inputs) > 2 {
+			// A bias of M rows is split with them; one broadcast along
+			// M is read whole.
+			if c := op.Inputs[2]; s.rank(c) == 2 && s.shape(c)[0] == s.shape(y)[0] {
+				if !s.splittable(c, 0) {
+					return list
+				}
+				ins[2] = Split(0)
+			}
+		}
+		list = append(list, uniform(op, "tokens", 1, []Layout{Split(0)}, ins))
 	}
 	return list
 }

@@ -89,7 +89,7 @@ func newRecompute(s *state) *recompute {
 			rc.tensors = append(rc.tensors, nil)
 		}
 		rc.seg[op] = id
-		rc.time[id] += s.taskTime(graph.OpID(op), d)
+		rc.time[id] += s.taskTime(graph.OpID(op), d, 0)
 	}
 	for t := range g.Tensors {
 		if rc.isSaved(s, graph.TensorID(t)) {

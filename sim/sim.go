@@ -321,10 +321,14 @@ type state struct {
 
 	// Tensor parallelism: split is the plan's; tp[d] the degree of d's
 	// group (1: none); syncTime[op] the time of op's syncs for one of its
-	// runs, which its task time includes.
+	// runs, which its task time includes, and syncLast[op] that of its
+	// syncs on a tensor with one instance per step (a weight gradient
+	// accumulated over the micro-batches), which only its last run's
+	// includes.
 	split    *TensorSplit
 	tp       []int
 	syncTime []float64
+	syncLast []float64
 
 	// gradOf[t] is the gradient buffer a weight gradient sums into (-1
 	// for other tensors): every gradient of one parameter produced on one
@@ -894,7 +898,7 @@ func (s *state) sharding(d int) (Sharding, int) {
 // collectives over its group's devices of the share of each tensor one
 // run holds.
 func (s *state) syncTimes() {
-	s.syncTime = nil
+	s.syncTime, s.syncLast = nil, nil
 	if s.split == nil || s.split.Syncs == nil {
 		return
 	}
@@ -905,17 +909,32 @@ func (s *state) syncTimes() {
 		}
 		if s.syncTime == nil {
 			s.syncTime = make([]float64, len(s.g.Ops))
+			s.syncLast = make([]float64, len(s.g.Ops))
 		}
-		id := graph.OpID(op)
-		s.syncTime[op] = s.split.SyncTime(s.c, id, s.stages[s.devStage[d]].Replicas[0], s.syncDiv(id))
+		group := s.stages[s.devStage[d]].Replicas[0]
+		for _, y := range syncs {
+			t := CollectiveTime(s.c, y.Kind, group, ceilDiv(y.Bytes, s.syncDiv(graph.OpID(op), y)))
+			if s.syncOnce(graph.OpID(op), y) {
+				s.syncLast[op] += t
+			} else {
+				s.syncTime[op] += t
+			}
+		}
 	}
 }
 
-// syncDiv is the share of its tensor each of op's syncs moves in one
-// run, as 1/div: a micro-batch's and replica's for an op run per
-// micro-batch.
-func (s *state) syncDiv(op graph.OpID) int64 {
-	if !s.perMB[op] {
+// syncOnce reports whether sync y of op runs once per step, with op's
+// last run: op runs per micro-batch but y's tensor has one instance per
+// step (a weight gradient the runs sum into, reduced once it is whole).
+func (s *state) syncOnce(op graph.OpID, y Sync) bool {
+	return s.perMB[op] && s.perStep[y.Tensor]
+}
+
+// syncDiv is the share of its tensor sync y of op moves in one run, as
+// 1/div: a micro-batch's and replica's for an op run per micro-batch,
+// the whole tensor for a sync run once per step.
+func (s *state) syncDiv(op graph.OpID, y Sync) int64 {
+	if !s.perMB[op] || s.perStep[y.Tensor] {
 		return 1
 	}
 	return int64(s.replicas[s.devStage[s.dev[op]]] * s.M)
@@ -975,12 +994,16 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// taskTime is how long task k runs on its device, its tensor-parallel
-// syncs included.
-func (s *state) taskTime(op graph.OpID, d int) float64 {
+// taskTime is how long run mb of op takes on device d, its
+// tensor-parallel syncs included (those run once per step with the last
+// run).
+func (s *state) taskTime(op graph.OpID, d, mb int) float64 {
 	t := s.computeTime(op, d)
 	if s.syncTime != nil {
 		t += s.syncTime[op]
+		if mb == s.tasksOf(op)-1 {
+			t += s.syncLast[op]
+		}
 	}
 	return t
 }
@@ -1149,7 +1172,7 @@ func (s *state) startTouched(now float64) {
 		k := s.ready[d].Pop()
 		op := graph.OpID(s.taskOp[k])
 		mb := int(k - s.taskBase[op])
-		dur := s.taskTime(op, d)
+		dur := s.taskTime(op, d, mb)
 		if s.rc != nil && s.g.Ops[op].Phase == graph.Backward {
 			dur += s.rc.restore(s, op, mb, now)
 		}
@@ -1164,8 +1187,10 @@ func (s *state) startTouched(now float64) {
 		s.res.Busy[d] += dur
 		st := s.opStage[op]
 		sr := &s.res.Stages[st]
-		if s.syncTime != nil && s.syncTime[op] > 0 {
-			s.recordSyncs(op, st, now+dur-s.syncTime[op])
+		if s.syncTime != nil {
+			if sync := s.syncTime[op] + s.syncLast[op]*b2f(mb == s.tasksOf(op)-1); sync > 0 {
+				s.recordSyncs(op, st, mb, now+dur-sync)
+			}
 		}
 		if s.perMB[op] {
 			if i := st*s.M + mb; !s.mbStarted[i] {
@@ -1198,13 +1223,17 @@ func (s *state) startTouched(now float64) {
 	}
 }
 
-// recordSyncs lists one run's tensor-parallel syncs of op, the first
+// recordSyncs lists run mb's tensor-parallel syncs of op, the first
 // starting at start, among the step's collectives.
-func (s *state) recordSyncs(op graph.OpID, st int, start float64) {
+func (s *state) recordSyncs(op graph.OpID, st, mb int, start float64) {
 	sr := &s.res.Stages[st]
 	group := s.stages[st].Replicas[0]
+	last := mb == s.tasksOf(op)-1
 	for _, y := range s.split.Syncs[op] {
-		b := ceilDiv(y.Bytes, s.syncDiv(op))
+		if s.syncOnce(op, y) && !last {
+			continue
+		}
+		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
 		end := start + CollectiveTime(s.c, y.Kind, group, b)
 		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
 		sr.TensorSync += end - start
@@ -1597,7 +1626,10 @@ func (s *state) finish() {
 	update := make([]float64, s.nd)
 	for op := range s.g.Ops {
 		d := s.dev[op]
-		dur := s.taskTime(graph.OpID(op), d) * float64(s.tasksOf(graph.OpID(op)))
+		dur := s.computeTime(graph.OpID(op), d) * float64(s.tasksOf(graph.OpID(op)))
+		if s.syncTime != nil {
+			dur += s.syncTime[op]*float64(s.tasksOf(graph.OpID(op))) + s.syncLast[op]
+		}
 		if s.perMB[op] {
 			compute[d] += dur
 		} else {
@@ -1658,4 +1690,11 @@ func (s *state) finish() {
 			}
 		}
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

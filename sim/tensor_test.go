@@ -181,3 +181,61 @@ func TestTensorParallelReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestTensorParallelSyncOnce: a sync on a weight's gradient (one buffer
+// per step, summed over the micro-batches: a token split's partial
+// gradient) runs once, whole, with its op's last run; a sync on an
+// activation runs once per micro-batch at its share.
+func TestTensorParallelSyncOnce(t *testing.T) {
+	const w, act = 1 << 20, 1 << 24
+	b := mlp(w, act)
+	for i := range b.G.Tensors {
+		b.G.Tensors[i].DType = graph.Float32
+	}
+	g, _, err := train.Build(b.G, train.Options{Optimizer: train.Adam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &sim.TensorSplit{Split: make([]float32, len(g.Ops)), Syncs: make([][]sim.Sync, len(g.Ops))}
+	for i := range g.Ops {
+		if g.Ops[i].Phase != graph.Update {
+			sp.Split[i] = 1
+		}
+	}
+	// The first layer's gradient op writes w1's gradient (partial) and
+	// its input's; the second layer's output is an activation.
+	ag, _ := g.OpByName("a/grad")
+	var dw graph.TensorID = -1
+	for _, x := range g.Ops[ag].Outputs {
+		if strings.HasSuffix(g.Tensors[x].Name, "w1") {
+			dw = x
+		}
+	}
+	if dw < 0 {
+		t.Fatalf("no gradient of w1 among %v", g.Ops[ag].Outputs)
+	}
+	bo, _ := g.OpByName("b")
+	out, _ := g.TensorByName("b")
+	sp.Syncs[ag] = []sim.Sync{{Kind: sim.AllReduce, Tensor: dw, Bytes: g.Tensors[dw].Bytes()}}
+	sp.Syncs[bo] = []sim.Sync{{Kind: sim.AllGather, Tensor: out, Bytes: g.Tensors[out].Bytes()}}
+	c := graphtest.Cluster(giga, 0, devices(2, 1<<40)...)
+	const M = 4
+	plan := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(g.Ops))}, MicroBatches: M,
+		Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}, Split: sp}
+	res := runPlan(t, g, c, plan)
+	var weight, activation []sim.Collective
+	for _, col := range res.Collectives {
+		switch col.Tensor {
+		case dw:
+			weight = append(weight, col)
+		case out:
+			activation = append(activation, col)
+		}
+	}
+	if len(weight) != 1 || weight[0].Bytes != g.Tensors[dw].Bytes() {
+		t.Errorf("weight-gradient syncs %+v, want one of %d bytes", weight, g.Tensors[dw].Bytes())
+	}
+	if len(activation) != M || activation[0].Bytes != g.Tensors[out].Bytes()/M {
+		t.Errorf("activation syncs %+v, want %d of %d bytes", activation, M, g.Tensors[out].Bytes()/M)
+	}
+}

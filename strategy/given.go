@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/placer"
@@ -153,7 +154,14 @@ func givenSplit(p *Problem, g *Given, prop *Proposal) error {
 		return nil
 	}
 	t := first.Tensor
-	sol, split, err := tensorParallel{}.solve(p, first.Replicas[0], t)
+	// A plan whose search allowed token splits names some: solved
+	// again the same way (a token search that chose none was not
+	// proposed, the plain one was).
+	tokens := false
+	for _, sh := range g.Shards {
+		tokens = tokens || strings.HasSuffix(sh, "tokens")
+	}
+	sol, split, err := tensorParallel{}.solve(p, first.Replicas[0], t, tokens)
 	if err != nil {
 		return &PlacementError{fmt.Errorf("%s: its stages are tensor-parallel over %d devices, but %w", g.Source, t, err)}
 	}

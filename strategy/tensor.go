@@ -145,14 +145,31 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 			return nil, err
 		}
 		// One degree after another: Cbc solves one program at a time.
-		sol, split, err := s.solve(p, j.groups[0], j.t)
-		if err == nil {
-			var props []Proposal
-			props, err = s.proposeGroups(ctx, p, j.groups, j.t, sol, split)
-			out = append(out, props...)
-		}
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("t=%d on %s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, err))
+		// Each degree is solved without and with token splits: the
+		// program prices one group alone, so the simulator judges
+		// which of the two steps is faster once replicas and pipeline
+		// stages are around the group (see shard.Options.Tokens).
+		var plain []string
+		for _, tokens := range []bool{false, true} {
+			sol, split, err := s.solve(p, j.groups[0], j.t, tokens)
+			if err == nil && tokens && slices.Equal(sol.Choice, plain) {
+				continue // no token split chosen: the same plans again
+			}
+			if err == nil {
+				if !tokens {
+					plain = sol.Choice
+				}
+				var props []Proposal
+				props, err = s.proposeGroups(ctx, p, j.groups, j.t, sol, split)
+				out = append(out, props...)
+			}
+			if err != nil {
+				how := ""
+				if tokens {
+					how = " with token splits"
+				}
+				reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how, err))
+			}
 		}
 	}
 	if len(out) == 0 {
@@ -206,14 +223,14 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 
 // solve splits the graph's ops for a group, on the original graph when
 // the problem's was fused, and returns the split of the problem's graph.
-func (s tensorParallel) solve(p *Problem, group []int, t int) (*TensorSolution, *sim.TensorSplit, error) {
+func (s tensorParallel) solve(p *Problem, group []int, t int, tokens bool) (*TensorSolution, *sim.TensorSplit, error) {
 	c := p.Costs.Cluster
 	g, tab := p.Graph, p.Costs
 	if p.Fine != nil {
 		g, tab = p.Fine.Coarse.Fine, p.Fine.costs(c)
 	}
 	lead := group[0]
-	res, err := shard.Solve(g, t, groupModel{tab, group}, shard.Options{})
+	res, err := shard.Solve(g, t, groupModel{tab, group}, shard.Options{Tokens: tokens})
 	if err != nil {
 		return nil, nil, err
 	}

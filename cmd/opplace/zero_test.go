@@ -28,7 +28,10 @@ func TestZeROPicksWhereDDPDoesNotFit(t *testing.T) {
 	if code != 3 || !strings.Contains(stderr, "no plan that fits") {
 		t.Fatalf("plain DDP: exit %d: %s; want no plan that fits", code, stderr)
 	}
-	code, stdout, stderr := invoke(t, append(args, "--reserve", "*=30%")...)
+	// Tensor parallelism aside: with token splits, pairs of GPUs take
+	// 851.6 ms against ZeRO-2's 1034.1 ms when measured; the test is
+	// about the data-parallel family choosing its sharding.
+	code, stdout, stderr := invoke(t, append(args, "--reserve", "*=30%", "--tensor-parallel", "none")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
