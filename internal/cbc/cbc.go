@@ -87,19 +87,35 @@ type Solution struct {
 	Overran bool
 }
 
-// Solve runs Cbc on p. With a time limit it runs in a child process
-// (see solveApart), stopped when it overruns the limit.
+// Solve runs Cbc on p. A large problem with a time limit runs in a child
+// process (see solveApart), stopped when it overruns the limit.
 func Solve(p *Problem) (*Solution, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	if p.MaxSeconds > 0 {
+	if p.MaxSeconds > 0 && p.nonzeros() >= apartNonzeros {
 		sol, err := solveApart(p)
 		if !errors.Is(err, errNoChild) {
 			return sol, err
 		}
 	}
 	return solveHere(p)
+}
+
+// apartNonzeros is the size from which a solve with a time limit runs in
+// a child process. A child costs about 15 ms (starting this executable),
+// which the tensor strategy's programs (up to about 3,100 nonzeros, 40 of
+// them for GPT-2 XL) would pay for nothing: an LP that small solves in
+// milliseconds. The solves that overran had from 50,000 rows up.
+const apartNonzeros = 10_000
+
+// nonzeros counts the constraint matrix's nonzeros.
+func (p *Problem) nonzeros() int {
+	n := 0
+	for _, c := range p.Cols {
+		n += len(c)
+	}
+	return n
 }
 
 // check reports a problem whose arrays disagree in length.
@@ -126,10 +142,7 @@ func solveHere(p *Problem) (*Solution, error) {
 	solving.Lock()
 	defer solving.Unlock()
 	nc, nr := len(p.Cols), len(p.RowLower)
-	nnz := 0
-	for _, c := range p.Cols {
-		nnz += len(c)
-	}
+	nnz := p.nonzeros()
 	start := cInts(nc + 1)
 	index := cInts(max(nnz, 1))
 	value := cDoubles(max(nnz, 1))
