@@ -17,9 +17,9 @@ import (
 // the root LP, its preprocessing or its heuristics: a big-M placement
 // model whose root LP is slow ran for more than ten minutes under a limit
 // of 2 s (measured on the ilp placer, GPT-2 XL and a memory-bound
-// GPT-2 small). A thread inside C cannot be stopped from Go, so a solve
-// with a limit runs in a child process, a copy of this executable, and is
-// killed when it overruns.
+// GPT-2 small). A thread inside C cannot be stopped from Go, so a large
+// solve with a limit (apartNonzeros) runs in a child process, a copy of
+// this executable, and is killed when it overruns.
 
 // childEnv marks a process that Solve started to run one solve: the
 // problem arrives gob-encoded on stdin and the solution leaves on file
