@@ -247,24 +247,32 @@ func (q *quotient) merge(x, y graph.OpID) mergeResult {
 	q.uf.Link(graph.OpID(b), graph.OpID(a))
 	q.allowed[a] = both
 	q.mem[a] += q.mem[b]
-	for s := range q.succ[b] {
-		delete(q.pred[s], b)
-		if s != a {
-			q.pred[s][a] = struct{}{}
-			q.succ[a][s] = struct{}{}
-		}
-	}
-	for s := range q.pred[b] {
-		delete(q.succ[s], b)
-		if s != a {
-			q.succ[s][a] = struct{}{}
-			q.pred[a][s] = struct{}{}
-		}
-	}
-	delete(q.succ[a], b)
-	delete(q.pred[a], b)
-	q.succ[b], q.pred[b], q.allowed[b] = nil, nil, nil
+	contract(q.succ, q.pred, a, b)
+	q.allowed[b] = nil
 	return merged
+}
+
+// contract moves root b's edges onto root a in a quotient graph's
+// successor and predecessor sets (per root), drops the edge between them
+// and clears b's: what merging b into a does to the adjacency.
+func contract(succ, pred []map[int32]struct{}, a, b int32) {
+	for s := range succ[b] {
+		delete(pred[s], b)
+		if s != a {
+			pred[s][a] = struct{}{}
+			succ[a][s] = struct{}{}
+		}
+	}
+	for s := range pred[b] {
+		delete(succ[s], b)
+		if s != a {
+			succ[s][a] = struct{}{}
+			pred[a][s] = struct{}{}
+		}
+	}
+	delete(succ[a], b)
+	delete(pred[a], b)
+	succ[b], pred[b] = nil, nil
 }
 
 func intersect(a, b []int) []int {

@@ -374,23 +374,8 @@ func (q *stepQuotient) mergeIfSafe(a, b int32, maxSize float64) bool {
 	q.allowed[a] = both
 	q.work[a] += q.work[b]
 	q.mem[a] += q.mem[b]
-	for s := range q.succ[b] {
-		delete(q.pred[s], b)
-		if s != a {
-			q.pred[s][a] = struct{}{}
-			q.succ[a][s] = struct{}{}
-		}
-	}
-	for s := range q.pred[b] {
-		delete(q.succ[s], b)
-		if s != a {
-			q.succ[s][a] = struct{}{}
-			q.pred[a][s] = struct{}{}
-		}
-	}
-	delete(q.succ[a], b)
-	delete(q.pred[a], b)
-	q.succ[b], q.pred[b], q.allowed[b] = nil, nil, nil
+	contract(q.succ, q.pred, a, b)
+	q.allowed[b] = nil
 	q.roots--
 	return true
 }
