@@ -238,6 +238,13 @@ func chainLattice(u *units, m *model) *lattice {
 		size := v + 1
 		l.extend(u, m, v, v, func(x int32) bool { return x < size })
 	}
+	l.finishChain()
+	return l
+}
+
+// finishChain completes a lattice whose downsets form one chain, each the
+// one before it plus a unit: every downset is covered by the next.
+func (l *lattice) finishChain() {
 	l.coverStart = make([]int32, l.n+1)
 	for i := 0; i < l.n; i++ {
 		l.coverStart[i+1] = l.coverStart[i]
@@ -248,7 +255,6 @@ func chainLattice(u *units, m *model) *lattice {
 	}
 	l.chain = true
 	l.buildTempMax()
-	return l
 }
 
 // buildTempMax fills the chain's sparse table of scratch maxima: the

@@ -388,15 +388,6 @@ func orderLattice(u *units, m *model, order []int32) *lattice {
 		l.bits = append(l.bits, cur...)
 		l.extend(u, m, int32(i), v, func(x int32) bool { return cur[x>>6]&(1<<(x&63)) != 0 })
 	}
-	l.coverStart = make([]int32, l.n+1)
-	for i := 0; i < l.n; i++ {
-		l.coverStart[i+1] = l.coverStart[i]
-		if i+1 < l.n {
-			l.cover = append(l.cover, int32(i+1))
-			l.coverStart[i+1]++
-		}
-	}
-	l.chain = true
-	l.buildTempMax()
+	l.finishChain()
 	return l
 }
