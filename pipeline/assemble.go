@@ -375,9 +375,10 @@ func addStages(r *run, pp *partition.Plan) {
 		fm := float64(M)
 		if stages[i].Tensor > 1 {
 			st.TensorParallel, st.TensorSyncMS, st.TensorSyncBytes = stages[i].Tensor, plan.MS(sr.TensorSync/fm), sr.TensorSyncBytes/int64(M)
+			st.TensorSyncExposedMS = plan.MS(sr.TensorSyncExposed / fm)
 			p.TensorParallel = max(p.TensorParallel, st.TensorParallel)
 		}
-		compute, comm, sync := sr.Compute/fm, sr.Send/fm, (sr.AllReduce+sr.Update)/fm
+		compute, comm, sync := sr.Compute/fm, sr.Send/fm, (sr.AllReduce+sr.Update+sr.TensorSyncExposed)/fm
 		st.ComputeMS, st.CommMS, st.SyncMS = plan.MS(compute), plan.MS(comm), plan.MS(sync)
 		st.TimeMS = plan.MS(compute + comm + sync)
 		p.BottleneckMS = max(p.BottleneckMS, st.TimeMS)

@@ -231,11 +231,14 @@ type Stage struct {
 	// TensorParallel is the stage's tensor-parallel degree: each replica
 	// is a group of this many devices sharing every op as the ops'
 	// Shard says (docs/tensor-parallel.md); 0 for none. TensorSyncMS and
-	// TensorSyncBytes are the group's collectives per micro-batch,
-	// inside ComputeMS.
-	TensorParallel  int     `json:"tensor_parallel,omitempty" yaml:"tensor_parallel,omitempty"`
-	TensorSyncMS    float64 `json:"tensor_sync_ms,omitempty" yaml:"tensor_sync_ms,omitempty"`
-	TensorSyncBytes int64   `json:"tensor_sync_bytes,omitempty" yaml:"tensor_sync_bytes,omitempty"`
+	// TensorSyncBytes are the group's collectives per micro-batch, on
+	// its tensor-parallel stream beside the compute;
+	// TensorSyncExposedMS is the part of them during which the group's
+	// first device computed nothing, counted in SyncMS.
+	TensorParallel      int     `json:"tensor_parallel,omitempty" yaml:"tensor_parallel,omitempty"`
+	TensorSyncMS        float64 `json:"tensor_sync_ms,omitempty" yaml:"tensor_sync_ms,omitempty"`
+	TensorSyncBytes     int64   `json:"tensor_sync_bytes,omitempty" yaml:"tensor_sync_bytes,omitempty"`
+	TensorSyncExposedMS float64 `json:"tensor_sync_exposed_ms,omitempty" yaml:"tensor_sync_exposed_ms,omitempty"`
 	// Recompute is set when the stage recomputes activations: it frees
 	// what its modules save for backward after the forward pass and runs
 	// their forward again before their backward (activation
@@ -258,7 +261,8 @@ type Stage struct {
 	LastModule   string   `json:"last_module,omitempty" yaml:"last_module,omitempty"`
 	// Per micro-batch, from the simulated step: compute (the busiest
 	// device's), sends to other stages, the share of the per-step
-	// all-reduce and update, and their sum.
+	// all-reduce and update with the exposed tensor-parallel syncs, and
+	// their sum.
 	ComputeMS float64 `json:"compute_ms" yaml:"compute_ms"`
 	CommMS    float64 `json:"comm_ms" yaml:"comm_ms"`
 	SyncMS    float64 `json:"sync_ms" yaml:"sync_ms"`

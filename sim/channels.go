@@ -6,12 +6,16 @@ import "github.com/opplace/opplace/cluster"
 // at a time each, in the order they were requested. For a cluster of nd
 // devices, device d has a send channel (d), a receive channel (nd+d) and
 // a collective stream (2nd+d); host h has its intra-host fabric (3nd+3h)
-// and its network card's egress (3nd+3h+1) and ingress (3nd+3h+2).
+// and its network card's egress (3nd+3h+1) and ingress (3nd+3h+2); after
+// them, for nh hosts, device d has a tensor-parallel stream (3nd+3nh+d),
+// on which its group's syncs run beside the gradient buckets of the
+// collective stream, as Megatron-LM's tensor- and data-parallel
+// communicators are separate NCCL communicators on separate streams.
 // Placers that predict what the simulator will do occupy the same
 // channels (package placer), so both route a transfer with Channels.
 
 // NumChannels is how many channels cluster c has.
-func NumChannels(c *cluster.Cluster) int { return 3*len(c.Devices) + 3*len(c.Hosts) }
+func NumChannels(c *cluster.Cluster) int { return 4*len(c.Devices) + 3*len(c.Hosts) }
 
 // Channels appends to buf[:0] the channels a transfer from device a to
 // another device b occupies for its whole duration: a's send channel,
@@ -35,6 +39,10 @@ func Channels(c *cluster.Cluster, a, b int, buf []int) []int {
 
 // streamChannel is device d's collective stream among nd devices.
 func streamChannel(nd, d int) int { return 2*nd + d }
+
+// tensorChannel is device d's tensor-parallel stream among nd devices on
+// nh hosts.
+func tensorChannel(nd, nh, d int) int { return 3*nd + 3*nh + d }
 
 // fabricChannel is host h's intra-host fabric; nicOut and nicIn are its
 // network card's egress and ingress.

@@ -18,8 +18,8 @@ func TestChannels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := sim.NumChannels(c); n != 3*8+3*2 {
-		t.Fatalf("NumChannels = %d, want 30", n)
+	if n := sim.NumChannels(c); n != 4*8+3*2 {
+		t.Fatalf("NumChannels = %d, want 38", n)
 	}
 	for _, tc := range []struct {
 		a, b int

@@ -130,9 +130,13 @@ type TensorSplit struct {
 	// optimizer state of a divided weight). Otherwise each member holds
 	// it whole: replicated, or a partial sum awaiting its all-reduce.
 	Divided []bool
-	// Syncs[op] are the collectives op's group runs once op's compute is
-	// done, within op's time: the group's compute waits for them, as
-	// Megatron-LM's synchronous all-reduces make it. Nil: none.
+	// Syncs[op] are the collectives op's group runs on tensors op
+	// computes. On a tensor op writes, a sync runs on the group's
+	// tensor-parallel stream once op's compute is done: the tensor's
+	// readers wait for it, the group's other work does not (Megatron-LM's
+	// asynchronous tensor-parallel all-reduce). Within op (Sync.Within,
+	// or a tensor op does not write) it runs in op's time: the kernel
+	// stops for it. Nil: none.
 	Syncs [][]Sync
 }
 
@@ -174,6 +178,10 @@ type Sync struct {
 	// full tensor's size. The simulator takes each micro-batch's and
 	// replica's share of it, as it does of the tensor.
 	Bytes int64
+	// Within says the collective is on an intermediate of op's kernel (a
+	// fused kernel whose members a split separates), which Tensor, an
+	// output of the kernel, only names: the kernel waits for it.
+	Within bool
 }
 
 // Plan is one point of opplace's plan space, the only thing the simulator

@@ -89,7 +89,9 @@ func newRecompute(s *state) *recompute {
 			rc.tensors = append(rc.tensors, nil)
 		}
 		rc.seg[op] = id
-		rc.time[id] += s.taskTime(graph.OpID(op), d, 0)
+		// A recomputed op's syncs run again, inside the backward op
+		// that restores the segment.
+		rc.time[id] += s.computeTime(graph.OpID(op), d) + s.runSyncTime(graph.OpID(op), d)
 	}
 	for t := range g.Tensors {
 		if rc.isSaved(s, graph.TensorID(t)) {

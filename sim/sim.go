@@ -44,10 +44,15 @@ type StageResult struct {
 	AllReduce      float64
 	AllReduceBytes int64
 	// TensorSync sums the durations of the tensor-parallel syncs the
-	// stage's first group ran (inside its ops' times); TensorSyncBytes
-	// their buffers.
-	TensorSync      float64
-	TensorSyncBytes int64
+	// stage's first group ran, on its tensor-parallel stream
+	// (overlapping compute where the data flow lets it) or inside fused
+	// kernels; TensorSyncBytes their buffers. TensorSyncExposed is the
+	// part of the stream's syncs during which the group's first device
+	// computed nothing: what the step did not hide (it includes idle
+	// time the device would have had anyway, in a pipeline's bubble).
+	TensorSync        float64
+	TensorSyncBytes   int64
+	TensorSyncExposed float64
 	// AliveMicroBatches is the most micro-batches the stage had started
 	// and not finished at once (their activations stashed).
 	AliveMicroBatches int
@@ -227,14 +232,16 @@ const (
 	evArrived
 	evReduced
 	evBufferArrived
+	evSynced
 )
 
 type event struct {
 	time float64
 	seq  int64
 	kind uint8
-	// id is a task (evOpDone), an instance (evArrived) or a bucket
-	// (evReduced); dev the device a tensor arrived on.
+	// id is a task (evOpDone), an instance (evArrived, evSynced) or a
+	// bucket (evReduced); dev the device a tensor arrived on or was
+	// synced on.
 	id  int32
 	dev int32
 }
@@ -244,6 +251,27 @@ func eventBefore(a, b event) bool {
 		return a.time < b.time
 	}
 	return a.seq < b.seq
+}
+
+// span is an interval of simulated time.
+type span struct{ start, end float64 }
+
+// uncovered is the length of syncs not covered by busy, both sorted by
+// start and each free of overlaps within itself.
+func uncovered(syncs, busy []span) float64 {
+	var out float64
+	j := 0
+	for _, y := range syncs {
+		left := y.end - y.start
+		for j < len(busy) && busy[j].end <= y.start {
+			j++
+		}
+		for k := j; k < len(busy) && busy[k].start < y.end; k++ {
+			left -= min(busy[k].end, y.end) - max(busy[k].start, y.start)
+		}
+		out += max(left, 0)
+	}
+	return out
 }
 
 type memEvent struct {
@@ -320,15 +348,22 @@ type state struct {
 	devStage []int // per device: stage of a first-replica device, or -1
 
 	// Tensor parallelism: split is the plan's; tp[d] the degree of d's
-	// group (1: none); syncTime[op] the time of op's syncs for one of its
-	// runs, which its task time includes, and syncLast[op] that of its
-	// syncs on a tensor with one instance per step (a weight gradient
-	// accumulated over the micro-batches), which only its last run's
-	// includes.
-	split    *TensorSplit
-	tp       []int
-	syncTime []float64
-	syncLast []float64
+	// group (1: none); syncLeft[inst] counts the syncs a finished
+	// instance still waits for before its readers may use it (nil when
+	// no group syncs). innerSync[op] is the time of the syncs on tensors
+	// inside op (a fused kernel's intermediates) for one of its runs,
+	// which its task time includes, and innerLast[op] that of those on a
+	// tensor with one instance per step, which only its last run's
+	// includes (nil when there are none).
+	split     *TensorSplit
+	tp        []int
+	syncLeft  []int32
+	innerSync []float64
+	innerLast []float64
+	// busySpans[d] and syncSpans[d] are when a group's first device d
+	// computed and when its stream synced, each in time order, for
+	// TensorSyncExposed.
+	busySpans, syncSpans [][]span
 
 	// gradOf[t] is the gradient buffer a weight gradient sums into (-1
 	// for other tensors): every gradient of one parameter produced on one
@@ -412,7 +447,6 @@ func newState(t *cost.Table, adj *graph.Adjacency, f *facts, p *Plan, opStage []
 		}
 	}
 	s.split, s.tp = p.Split, tensorDegree(stages, nd)
-	s.syncTimes()
 	s.prio = p.Priority
 	if s.prio == nil {
 		s.prio = f.pos
@@ -640,6 +674,11 @@ func (s *state) numberTasks() {
 	s.bucketOf = make([]int32, ni)
 	for i := range s.bucketOf {
 		s.bucketOf[i] = -1
+	}
+	if s.split != nil && s.split.Syncs != nil && slices.ContainsFunc(s.tp, func(t int) bool { return t > 1 }) {
+		s.syncLeft = make([]int32, ni)
+		s.busySpans, s.syncSpans = make([][]span, s.nd), make([][]span, s.nd)
+		s.innerSyncTimes()
 	}
 	s.pending = make([]int32, nt)
 	s.slot = make([]int32, nt)
@@ -894,33 +933,65 @@ func (s *state) sharding(d int) (Sharding, int) {
 	return s.stages[st].Sharding, s.replicas[st]
 }
 
-// syncTimes works out each op's tensor-parallel syncs for one run: the
-// collectives over its group's devices of the share of each tensor one
-// run holds.
-func (s *state) syncTimes() {
-	s.syncTime, s.syncLast = nil, nil
-	if s.split == nil || s.split.Syncs == nil {
-		return
+// runSyncTime is how long one run of op on device d syncs, its syncs
+// run once per step left out.
+func (s *state) runSyncTime(op graph.OpID, d int) float64 {
+	if s.syncLeft == nil || s.tp[d] < 2 {
+		return 0
 	}
+	group := s.stages[s.opStage[op]].Replicas[0]
+	var t float64
+	for _, y := range s.split.Syncs[op] {
+		if !s.syncOnce(op, y) {
+			t += CollectiveTime(s.c, y.Kind, group, ceilDiv(y.Bytes, s.syncDiv(op, y)))
+		}
+	}
+	return t
+}
+
+// innerSyncTimes works out innerSync and innerLast: the syncs on tensors
+// an op computes but does not write, which stop its kernel.
+func (s *state) innerSyncTimes() {
 	for op, syncs := range s.split.Syncs {
 		d := s.dev[op]
-		if len(syncs) == 0 || s.tp[d] < 2 {
+		if s.tp[d] < 2 {
 			continue
 		}
-		if s.syncTime == nil {
-			s.syncTime = make([]float64, len(s.g.Ops))
-			s.syncLast = make([]float64, len(s.g.Ops))
-		}
-		group := s.stages[s.devStage[d]].Replicas[0]
+		group := s.stages[s.opStage[op]].Replicas[0]
 		for _, y := range syncs {
+			if !s.within(graph.OpID(op), y) {
+				continue
+			}
+			if s.innerSync == nil {
+				s.innerSync = make([]float64, len(s.g.Ops))
+				s.innerLast = make([]float64, len(s.g.Ops))
+			}
 			t := CollectiveTime(s.c, y.Kind, group, ceilDiv(y.Bytes, s.syncDiv(graph.OpID(op), y)))
 			if s.syncOnce(graph.OpID(op), y) {
-				s.syncLast[op] += t
+				s.innerLast[op] += t
 			} else {
-				s.syncTime[op] += t
+				s.innerSync[op] += t
 			}
 		}
 	}
+}
+
+// within reports whether sync y runs inside op's kernel.
+func (s *state) within(op graph.OpID, y Sync) bool {
+	return y.Within || !slices.Contains(s.g.Ops[op].Outputs, y.Tensor)
+}
+
+// taskTime is how long run mb of op takes on device d, the syncs inside
+// it included (those run once per step with the last run).
+func (s *state) taskTime(op graph.OpID, d, mb int) float64 {
+	t := s.computeTime(op, d)
+	if s.innerSync != nil {
+		t += s.innerSync[op]
+		if mb == s.tasksOf(op)-1 {
+			t += s.innerLast[op]
+		}
+	}
+	return t
 }
 
 // syncOnce reports whether sync y of op runs once per step, with op's
@@ -993,20 +1064,6 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// taskTime is how long run mb of op takes on device d, its
-// tensor-parallel syncs included (those run once per step with the last
-// run).
-func (s *state) taskTime(op graph.OpID, d, mb int) float64 {
-	t := s.computeTime(op, d)
-	if s.syncTime != nil {
-		t += s.syncTime[op]
-		if mb == s.tasksOf(op)-1 {
-			t += s.syncLast[op]
-		}
-	}
-	return t
-}
 
 // computeTime is how long one run of op computes on device d: its share
 // of the micro-batch, of a tensor-parallel split and of a ZeRO update.
@@ -1147,6 +1204,8 @@ func (s *state) run() error {
 				s.reduced(e.id, now)
 			case evBufferArrived:
 				s.bufferArrived(e.id, now)
+			case evSynced:
+				s.synced(e.id, int(e.dev), now)
 			}
 		}
 		s.startTouched(now)
@@ -1187,10 +1246,11 @@ func (s *state) startTouched(now float64) {
 		s.res.Busy[d] += dur
 		st := s.opStage[op]
 		sr := &s.res.Stages[st]
-		if s.syncTime != nil {
-			if sync := s.syncTime[op] + s.syncLast[op]*b2f(mb == s.tasksOf(op)-1); sync > 0 {
-				s.recordSyncs(op, st, mb, now+dur-sync)
-			}
+		if s.innerSync != nil {
+			s.recordInnerSyncs(op, st, mb, now+dur)
+		}
+		if s.busySpans != nil && s.tp[d] > 1 {
+			s.busySpans[d] = append(s.busySpans[d], span{now, now + dur})
 		}
 		if s.perMB[op] {
 			if i := st*s.M + mb; !s.mbStarted[i] {
@@ -1220,25 +1280,6 @@ func (s *state) startTouched(now float64) {
 		}
 		s.alloc(now, d, bytes+s.tempBytes(op, d))
 		s.push(event{time: now + dur, kind: evOpDone, id: k})
-	}
-}
-
-// recordSyncs lists run mb's tensor-parallel syncs of op, the first
-// starting at start, among the step's collectives.
-func (s *state) recordSyncs(op graph.OpID, st, mb int, start float64) {
-	sr := &s.res.Stages[st]
-	group := s.stages[st].Replicas[0]
-	last := mb == s.tasksOf(op)-1
-	for _, y := range s.split.Syncs[op] {
-		if s.syncOnce(op, y) && !last {
-			continue
-		}
-		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
-		end := start + CollectiveTime(s.c, y.Kind, group, b)
-		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
-		sr.TensorSync += end - start
-		sr.TensorSyncBytes += b
-		start = end
 	}
 }
 
@@ -1276,18 +1317,10 @@ func (s *state) opDone(k int32, now float64) {
 		if s.prodLeft[inst] > 0 {
 			continue
 		}
-		if b := s.bucketOf[inst]; b >= 0 {
-			s.left[int(inst)*s.nd+d]++ // held until reduced
-			s.buckets[b].left--
-			if s.buckets[b].left == 0 {
-				s.launchBuckets(d, now)
-			}
+		if s.launchSyncs(op, out, inst, d, now) {
 			continue
 		}
-		s.final(inst, d, now)
-		if s.rc != nil {
-			s.rc.drop(s, out, inst, now)
-		}
+		s.produced(out, inst, d, now)
 	}
 	// Release what the op read.
 	for _, in := range s.inputs[op] {
@@ -1327,6 +1360,138 @@ func (s *state) opDone(k int32, now float64) {
 			s.launchBuckets(d, now) // ZeRO: all-gather the updated parameters
 		}
 	}
+}
+
+// recordInnerSyncs lists run mb's syncs inside op, the last ending when
+// the op does, among the step's collectives.
+func (s *state) recordInnerSyncs(op graph.OpID, st, mb int, end float64) {
+	inner := s.innerSync[op]
+	last := mb == s.tasksOf(op)-1
+	if last {
+		inner += s.innerLast[op]
+	}
+	if inner == 0 {
+		return
+	}
+	sr := &s.res.Stages[st]
+	group := s.stages[st].Replicas[0]
+	start := end - inner
+	for _, y := range s.split.Syncs[op] {
+		if !s.within(op, y) || (s.syncOnce(op, y) && !last) {
+			continue
+		}
+		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
+		end := start + CollectiveTime(s.c, y.Kind, group, b)
+		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
+		sr.TensorSync += end - start
+		sr.TensorSyncBytes += b
+		start = end
+	}
+}
+
+// produced hands over a finished (and synced) instance of out on d: to
+// its gradient bucket, or to its readers.
+func (s *state) produced(out graph.TensorID, inst int32, d int, now float64) {
+	if b := s.bucketOf[inst]; b >= 0 {
+		s.left[int(inst)*s.nd+d]++ // held until reduced
+		s.buckets[b].left--
+		if s.buckets[b].left == 0 {
+			s.launchBuckets(d, now)
+		}
+		return
+	}
+	s.final(inst, d, now)
+	if s.rc != nil {
+		s.rc.drop(s, out, inst, now)
+	}
+}
+
+// launchSyncs starts the tensor-parallel syncs op's group runs on out's
+// finished instance inst, one after another on d's collective stream,
+// and reports whether there are any. The device goes on computing: only
+// out's readers wait for the last sync, as Megatron-LM's asynchronous
+// tensor-parallel all-reduce lets the weight gradient's GEMM run while
+// the input gradient is reduced. A sync on a tensor with one instance
+// per step (a weight gradient summed over the micro-batches) runs once,
+// when its last run finishes.
+func (s *state) launchSyncs(op graph.OpID, out graph.TensorID, inst int32, d int, now float64) bool {
+	if s.syncLeft == nil || s.tp[d] < 2 {
+		return false
+	}
+	st := s.opStage[op]
+	group := s.stages[st].Replicas[0]
+	sr := &s.res.Stages[st]
+	n := int32(0)
+	for _, y := range s.split.Syncs[op] {
+		if y.Tensor != out || y.Within {
+			continue
+		}
+		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
+		res := s.syncChannels(d, group)
+		start := now
+		for _, r := range res {
+			start = max(start, s.free[r])
+		}
+		end := start + CollectiveTime(s.c, y.Kind, group, b)
+		for _, r := range res {
+			s.free[r] = end
+		}
+		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
+		sr.TensorSync += end - start
+		sr.TensorSyncBytes += b
+		s.syncSpans[d] = append(s.syncSpans[d], span{start, end})
+		s.push(event{time: end, kind: evSynced, id: inst, dev: int32(d)})
+		n++
+	}
+	s.syncLeft[inst] += n
+	return n > 0
+}
+
+// synced counts one of an instance's syncs done; after the last, its
+// readers may use it.
+func (s *state) synced(inst int32, d int, now float64) {
+	s.res.Step = max(s.res.Step, now)
+	s.syncLeft[inst]--
+	if s.syncLeft[inst] == 0 {
+		s.produced(graph.TensorID(s.instT[inst]), inst, d, now)
+	}
+}
+
+// syncChannels are the channels a tensor-parallel sync device d runs
+// with the devices of its group occupies: d's tensor-parallel stream and
+// the fabric or network cards its ring crosses. Not d's send and receive
+// channels: NCCL's kernels move a sync's data over the group's links
+// themselves, beside the copies of transfers.
+func (s *state) syncChannels(d int, group []int) []int {
+	res := s.collectiveChannels(d, group)
+	res[0] = tensorChannel(s.nd, len(s.c.Hosts), d)
+	return slices.Delete(res, 1, 3)
+}
+
+// collectiveChannels are the channels a collective device d runs with
+// the devices of group (d among them) occupies: d's collective stream,
+// its send and receive channels, and the fabric or network cards its
+// ring crosses.
+func (s *state) collectiveChannels(d int, group []int) []int {
+	nd := s.nd
+	res := append(s.channelsBuf[:0], streamChannel(nd, d), d, nd+d)
+	h := s.c.Devices[d].Host
+	for _, o := range group {
+		if o == d {
+			continue
+		}
+		switch _, route := s.c.Route(d, o); route {
+		case cluster.RouteIntraHost:
+			if !slices.Contains(res, fabricChannel(nd, h)) {
+				res = append(res, fabricChannel(nd, h))
+			}
+		case cluster.RouteNetwork:
+			if !slices.Contains(res, nicOut(nd, h)) {
+				res = append(res, nicOut(nd, h), nicIn(nd, h))
+			}
+		}
+	}
+	return res
 }
 
 func (s *state) release(inst int32, d int, now float64) {
@@ -1446,23 +1611,7 @@ func (s *state) launchBuckets(d int, now float64) {
 	if bk.left > 0 || (b == s.synthetic[d] && s.devLeft[d] > 0) || (bk.kind == AllGather && s.updLeft[d] > 0) {
 		return
 	}
-	// The collective stream, the device's send and receive channels, and
-	// the fabric or network cards its ring crosses.
-	nd := s.nd
-	res := append(s.channelsBuf[:0], streamChannel(nd, d), d, nd+d)
-	h := s.c.Devices[d].Host
-	for _, o := range bk.devices[1:] {
-		switch _, route := s.c.Route(d, o); route {
-		case cluster.RouteIntraHost:
-			if !slices.Contains(res, fabricChannel(nd, h)) {
-				res = append(res, fabricChannel(nd, h))
-			}
-		case cluster.RouteNetwork:
-			if !slices.Contains(res, nicOut(nd, h)) {
-				res = append(res, nicOut(nd, h), nicIn(nd, h))
-			}
-		}
-	}
+	res := s.collectiveChannels(d, bk.devices)
 	start := now
 	for _, r := range res {
 		start = max(start, s.free[r])
@@ -1627,8 +1776,8 @@ func (s *state) finish() {
 	for op := range s.g.Ops {
 		d := s.dev[op]
 		dur := s.computeTime(graph.OpID(op), d) * float64(s.tasksOf(graph.OpID(op)))
-		if s.syncTime != nil {
-			dur += s.syncTime[op]*float64(s.tasksOf(graph.OpID(op))) + s.syncLast[op]
+		if s.innerSync != nil {
+			dur += s.innerSync[op]*float64(s.tasksOf(graph.OpID(op))) + s.innerLast[op]
 		}
 		if s.perMB[op] {
 			compute[d] += dur
@@ -1649,6 +1798,9 @@ func (s *state) finish() {
 			sr.Compute = max(sr.Compute, compute[d])
 			sr.Update = max(sr.Update, update[d])
 			sr.PeakMemory = max(sr.PeakMemory, res.PeakMemory[d])
+			if s.syncSpans != nil {
+				sr.TensorSyncExposed = max(sr.TensorSyncExposed, uncovered(s.syncSpans[d], s.busySpans[d]))
+			}
 		}
 		busy += sr.Compute + sr.Update
 	}

@@ -89,9 +89,10 @@ func TestTensorParallelShares(t *testing.T) {
 		Stages: []sim.Stage{{Replicas: [][]int{{0, 1}, {2, 3}}, Tensor: 2}}, Split: sp}
 	res := runPlan(t, g, c, plan)
 	// Per micro-batch of one replica (a quarter of the batch): layer a
-	// 1 s × 3/4, layer b 1 s / 2, the all-reduce of act/4 over 2 devices.
+	// 1 s × 3/4, layer b 1 s / 2, the all-reduce of act/4 over 2 devices;
+	// the second micro-batch computes while the first's all-reduce runs.
 	ar := act / 4 / giga
-	if want := 2 * (0.75 + 0.5 + ar); !near(res.Step, want) {
+	if want := 2*(0.75+0.5) + ar; !near(res.Step, want) {
 		t.Errorf("step %g, want %g", res.Step, want)
 	}
 	var n int
@@ -109,6 +110,56 @@ func TestTensorParallelShares(t *testing.T) {
 	for d := 1; d < 4; d++ {
 		if res.PeakMemory[d] != res.PeakMemory[0] {
 			t.Errorf("device %d peak %d, device 0 %d", d, res.PeakMemory[d], res.PeakMemory[0])
+		}
+	}
+}
+
+// TestTensorParallelOverlap: a sync runs on the group's collective
+// stream. Only the synced tensor's reader waits for it; an independent
+// op computes meanwhile, as the weight gradient's GEMM runs during the
+// input gradient's all-reduce in Megatron-LM's backward pass.
+func TestTensorParallelOverlap(t *testing.T) {
+	const act = 1e9 // 1 s over a 1 GB/s link
+	for _, tc := range []struct {
+		name             string
+		independentFlops int64
+		inner            bool
+		want, exposed    float64
+	}{
+		// a 1 s, then b (2 s) during a's 1 s all-reduce, then c 1 s.
+		{"hidden", 2e9, false, 1 + 2 + 1, 0},
+		// b takes 0.5 s: c waits for the all-reduce, 0.5 s exposed.
+		{"exposed", 5e8, false, 1 + 1 + 1, 0.5},
+		// A sync on a tensor a computes but does not write (a fused
+		// kernel's intermediate) stops a's kernel: nothing overlaps it,
+		// and it counts as a's time, not as exposed.
+		{"inside the kernel", 2e9, true, 1 + 1 + 2 + 1, 0},
+	} {
+		b := graphtest.New("overlap").Input("x", 8).
+			Op("a", 1e9, act, "x").Op("b", tc.independentFlops, 8, "x").Op("c", 1e9, 8, "a", "b").Output("c")
+		g := b.G
+		c := graphtest.Cluster(giga, 0, devices(2, 1<<40)...)
+		a, _ := g.TensorByName("a")
+		sp := &sim.TensorSplit{Syncs: make([][]sim.Sync, len(g.Ops))}
+		synced := a
+		if tc.inner {
+			synced, _ = g.TensorByName("x")
+		}
+		sp.Syncs[0] = []sim.Sync{{Kind: sim.AllReduce, Tensor: synced, Bytes: act}}
+		plan := &sim.Plan{Placement: sim.Placement{Device: []int{0, 0, 0}, Priority: []int32{0, 1, 2}},
+			Stages: []sim.Stage{{Replicas: [][]int{{0, 1}}, Tensor: 2}}, Split: sp}
+		res := runPlan(t, g, c, plan)
+		if !near(res.Step, tc.want) {
+			t.Errorf("%s: step %g s, want %g", tc.name, res.Step, tc.want)
+		}
+		if got := res.Stages[0].TensorSyncExposed; !near(got, tc.exposed) {
+			t.Errorf("%s: exposed sync %g s, want %g", tc.name, got, tc.exposed)
+		}
+		if len(res.Collectives) != 1 || !near(res.Collectives[0].Start, 1) || !near(res.Collectives[0].End, 2) {
+			t.Errorf("%s: collectives %+v, want one all-reduce from 1 s to 2 s", tc.name, res.Collectives)
+		}
+		if cStart := res.Start[2]; cStart < 2-1e-9 || (tc.inner && !near(res.End[0], 2)) {
+			t.Errorf("%s: c starts at %g s, before a's all-reduce ends", tc.name, cStart)
 		}
 	}
 }

@@ -257,11 +257,13 @@ func coarseSplit(c *graph.Coarse, fine *cost.Table, dev int, sp *sim.TensorSplit
 			}
 			if sp.Syncs != nil {
 				for _, y := range sp.Syncs[m] {
-					if id, ok := g.TensorByName(c.Fine.Tensors[y.Tensor].Name); ok {
-						y.Tensor = id
-					} else {
-						y.Tensor = g.Ops[op].Outputs[0]
+					// A sync on a member's tensor the kernel does not
+					// write stops the kernel (named by its first output).
+					id, ok := g.TensorByName(c.Fine.Tensors[y.Tensor].Name)
+					if !ok || !slices.Contains(g.Ops[op].Outputs, id) {
+						id, y.Within = g.Ops[op].Outputs[0], true
 					}
+					y.Tensor = id
 					out.Syncs[op] = append(out.Syncs[op], y)
 				}
 			}
