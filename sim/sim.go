@@ -162,6 +162,13 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 // update as soon as its gradients are final, as a dataflow runtime does.) A training graph without optimizer ops
 // all-reduces each device's parameter bytes once its work is done.
 //
+// A tensor-parallel stage (Stage.Tensor > 1) runs its first group's
+// first device, which the other members mirror. Each op computes its
+// share (Plan.Split); its syncs then run one after another on the
+// group's tensor-parallel stream, a channel of their own beside the
+// buckets', and only the synced tensor's readers wait for them (a sync
+// inside a fused kernel stops the kernel instead; see TensorSplit.Syncs).
+//
 // Memory: outputs and scratch are allocated when an op starts, scratch is
 // freed when it ends; an activation is freed on a device once every
 // consumer there has run and every copy out of it has been sent; a
