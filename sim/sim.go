@@ -950,10 +950,18 @@ func (s *state) runSyncTime(op graph.OpID, d int) float64 {
 	var t float64
 	for _, y := range s.split.Syncs[op] {
 		if !s.syncOnce(op, y) {
-			t += CollectiveTime(s.c, y.Kind, group, ceilDiv(y.Bytes, s.syncDiv(op, y)))
+			_, dur := s.syncCost(op, y, group)
+			t += dur
 		}
 	}
 	return t
+}
+
+// syncCost is the bytes one run of op moves in sync y over group, and
+// how long that takes.
+func (s *state) syncCost(op graph.OpID, y Sync, group []int) (int64, float64) {
+	b := ceilDiv(y.Bytes, s.syncDiv(op, y))
+	return b, CollectiveTime(s.c, y.Kind, group, b)
 }
 
 // innerSyncTimes works out innerSync and innerLast: the syncs on tensors
@@ -973,7 +981,7 @@ func (s *state) innerSyncTimes() {
 				s.innerSync = make([]float64, len(s.g.Ops))
 				s.innerLast = make([]float64, len(s.g.Ops))
 			}
-			t := CollectiveTime(s.c, y.Kind, group, ceilDiv(y.Bytes, s.syncDiv(graph.OpID(op), y)))
+			_, t := s.syncCost(graph.OpID(op), y, group)
 			if s.syncOnce(graph.OpID(op), y) {
 				s.innerLast[op] += t
 			} else {
@@ -1380,20 +1388,25 @@ func (s *state) recordInnerSyncs(op graph.OpID, st, mb int, end float64) {
 	if inner == 0 {
 		return
 	}
-	sr := &s.res.Stages[st]
 	group := s.stages[st].Replicas[0]
 	start := end - inner
 	for _, y := range s.split.Syncs[op] {
 		if !s.within(op, y) || (s.syncOnce(op, y) && !last) {
 			continue
 		}
-		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
-		end := start + CollectiveTime(s.c, y.Kind, group, b)
-		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
-		sr.TensorSync += end - start
-		sr.TensorSyncBytes += b
-		start = end
+		b, dur := s.syncCost(op, y, group)
+		s.recordSync(st, y, b, start, start+dur)
+		start += dur
 	}
+}
+
+// recordSync lists a sync of b bytes by stage st's first group, from
+// start to end, among the step's collectives and the stage's sums.
+func (s *state) recordSync(st int, y Sync, b int64, start, end float64) {
+	s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: s.stages[st].Replicas[0], Bytes: b, Start: start, End: end, Tensor: y.Tensor})
+	sr := &s.res.Stages[st]
+	sr.TensorSync += end - start
+	sr.TensorSyncBytes += b
 }
 
 // produced hands over a finished (and synced) instance of out on d: to
@@ -1414,7 +1427,7 @@ func (s *state) produced(out graph.TensorID, inst int32, d int, now float64) {
 }
 
 // launchSyncs starts the tensor-parallel syncs op's group runs on out's
-// finished instance inst, one after another on d's collective stream,
+// finished instance inst, one after another on d's tensor-parallel stream,
 // and reports whether there are any. The device goes on computing: only
 // out's readers wait for the last sync, as Megatron-LM's asynchronous
 // tensor-parallel all-reduce lets the weight gradient's GEMM run while
@@ -1427,25 +1440,14 @@ func (s *state) launchSyncs(op graph.OpID, out graph.TensorID, inst int32, d int
 	}
 	st := s.opStage[op]
 	group := s.stages[st].Replicas[0]
-	sr := &s.res.Stages[st]
 	n := int32(0)
 	for _, y := range s.split.Syncs[op] {
 		if y.Tensor != out || y.Within {
 			continue
 		}
-		b := ceilDiv(y.Bytes, s.syncDiv(op, y))
-		res := s.syncChannels(d, group)
-		start := now
-		for _, r := range res {
-			start = max(start, s.free[r])
-		}
-		end := start + CollectiveTime(s.c, y.Kind, group, b)
-		for _, r := range res {
-			s.free[r] = end
-		}
-		s.res.Collectives = append(s.res.Collectives, Collective{Kind: y.Kind, Stage: st, Devices: group, Bytes: b, Start: start, End: end, Tensor: y.Tensor})
-		sr.TensorSync += end - start
-		sr.TensorSyncBytes += b
+		b, dur := s.syncCost(op, y, group)
+		start, end := s.occupy(s.syncChannels(d, group), now, dur)
+		s.recordSync(st, y, b, start, end)
 		s.syncSpans[d] = append(s.syncSpans[d], span{start, end})
 		s.push(event{time: end, kind: evSynced, id: inst, dev: int32(d)})
 		n++
@@ -1464,24 +1466,42 @@ func (s *state) synced(inst int32, d int, now float64) {
 	}
 }
 
+// occupy takes channels res for dur seconds from when all are free, no
+// earlier than now, and returns when that is.
+func (s *state) occupy(res []int, now, dur float64) (start, end float64) {
+	start = now
+	for _, r := range res {
+		start = max(start, s.free[r])
+	}
+	end = start + dur
+	for _, r := range res {
+		s.free[r] = end
+	}
+	return start, end
+}
+
 // syncChannels are the channels a tensor-parallel sync device d runs
 // with the devices of its group occupies: d's tensor-parallel stream and
 // the fabric or network cards its ring crosses. Not d's send and receive
 // channels: NCCL's kernels move a sync's data over the group's links
 // themselves, beside the copies of transfers.
 func (s *state) syncChannels(d int, group []int) []int {
-	res := s.collectiveChannels(d, group)
-	res[0] = tensorChannel(s.nd, len(s.c.Hosts), d)
-	return slices.Delete(res, 1, 3)
+	return s.ringChannels(append(s.channelsBuf[:0], tensorChannel(s.nd, len(s.c.Hosts), d)), d, group)
 }
 
-// collectiveChannels are the channels a collective device d runs with
-// the devices of group (d among them) occupies: d's collective stream,
-// its send and receive channels, and the fabric or network cards its
-// ring crosses.
-func (s *state) collectiveChannels(d int, group []int) []int {
+// bucketChannels are the channels a gradient bucket device d reduces
+// with devs (d among them) occupies: d's collective stream, its send and
+// receive channels, and the fabric or network cards its ring crosses.
+func (s *state) bucketChannels(d int, devs []int) []int {
 	nd := s.nd
-	res := append(s.channelsBuf[:0], streamChannel(nd, d), d, nd+d)
+	return s.ringChannels(append(s.channelsBuf[:0], streamChannel(nd, d), d, nd+d), d, devs)
+}
+
+// ringChannels appends to res the shared channels a ring from device d
+// through the devices of group crosses: d's host's fabric for a peer
+// without a direct link, its network card for a peer on another host.
+func (s *state) ringChannels(res []int, d int, group []int) []int {
+	nd := s.nd
 	h := s.c.Devices[d].Host
 	for _, o := range group {
 		if o == d {
@@ -1526,15 +1546,7 @@ func (s *state) final(inst int32, d int, now float64) {
 	slices.Sort(devs)
 	for _, cd := range devs {
 		bytes, dur := s.transfer(t, d, cd)
-		res := Channels(s.c, d, cd, s.channelsBuf[:])
-		start := now
-		for _, r := range res {
-			start = max(start, s.free[r])
-		}
-		end := start + dur
-		for _, r := range res {
-			s.free[r] = end
-		}
+		start, end := s.occupy(Channels(s.c, d, cd, s.channelsBuf[:]), now, dur)
 		s.left[int(inst)*s.nd+d]++ // the source copy lives until sent
 		s.alloc(start, cd, s.memBytes(t, cd))
 		s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: t, MicroBatch: mb, From: d, To: cd, Bytes: bytes, Start: start, End: end})
@@ -1557,15 +1569,7 @@ func (s *state) sendBuffer(gb int32, now float64) {
 	}
 	t := buf.leader
 	bytes := s.memBytes(t, buf.src)
-	res := Channels(s.c, buf.src, buf.dst, s.channelsBuf[:])
-	start := now
-	for _, r := range res {
-		start = max(start, s.free[r])
-	}
-	end := start + s.c.TransferTime(buf.src, buf.dst, bytes)
-	for _, r := range res {
-		s.free[r] = end
-	}
+	start, end := s.occupy(Channels(s.c, buf.src, buf.dst, s.channelsBuf[:]), now, s.c.TransferTime(buf.src, buf.dst, bytes))
 	s.alloc(start, buf.dst, bytes)
 	s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: t, From: buf.src, To: buf.dst, Bytes: bytes, Start: start, End: end})
 	if st := s.devStage[buf.src]; st >= 0 {
@@ -1618,17 +1622,9 @@ func (s *state) launchBuckets(d int, now float64) {
 	if bk.left > 0 || (b == s.synthetic[d] && s.devLeft[d] > 0) || (bk.kind == AllGather && s.updLeft[d] > 0) {
 		return
 	}
-	res := s.collectiveChannels(d, bk.devices)
-	start := now
-	for _, r := range res {
-		start = max(start, s.free[r])
-	}
 	// The other members of a tensor-parallel group run the same
 	// collective on their shards at once, through the same network cards.
-	end := start + collectiveTime(s.c, bk.kind, bk.devices, bk.bytes, s.groupOnHost(d))
-	for _, r := range res {
-		s.free[r] = end
-	}
+	start, end := s.occupy(s.bucketChannels(d, bk.devices), now, collectiveTime(s.c, bk.kind, bk.devices, bk.bytes, s.groupOnHost(d)))
 	s.inFlight[d] = true
 	s.res.Collectives = append(s.res.Collectives, Collective{Kind: bk.kind, Stage: bk.stage, Devices: bk.devices, Bytes: bk.bytes, Start: start, End: end, Tensor: -1})
 	sr := &s.res.Stages[bk.stage]
