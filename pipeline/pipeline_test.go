@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/opplace/opplace/constraint"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/strategy"
@@ -79,10 +80,19 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"bad mode", func() pipeline.Options { o := opts("vgg16", "4xV100", nil); o.Mode = "fly"; return o }(), true, false},
 		{"bad optimizer", func() pipeline.Options { o := opts("vgg16", "4xV100", nil); o.Optimizer = "lion"; return o }(), true, false},
 		{"unbound dimension", opts("bert_base", "4xV100", nil), true, false},
-		// With recomputation a 4-stage pipeline fits (docs/plan-space.md).
+		// With 5 GiB of each V100-16GB reserved (11 GiB left) no plan
+		// fits without recomputation (the leanest, tensor-parallel,
+		// peaks at 12.25 GiB; none fits in 13 GiB); with recomputation a
+		// 4-stage pipeline fits (8.64 GiB; docs/plan-space.md), and
+		// tensor parallelism with ZeRO-2 (9.78 GiB).
 		{"gpt2_xl training on one host of V100s without recomputation", func() pipeline.Options {
 			o := opts("gpt2_xl", "4xV100", map[string]int64{"batch": 4})
 			o.Strategies.Recompute = strategy.RecomputeNone
+			reserve, err := constraint.ParseFlag(constraint.Reserve, "*=5GiB")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Constraints = &constraint.Set{Rules: []constraint.Rule{reserve}}
 			return o
 		}(), false, true},
 	}

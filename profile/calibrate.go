@@ -105,8 +105,17 @@ func (c *Calibration) Fit(family string) *FamilyFit {
 }
 
 // Predict is the calibrated roofline time of op on device type dt, in
-// seconds.
+// seconds, its FLOPs at dt's float32 peak.
 func (c *Calibration) Predict(g *graph.Graph, id graph.OpID, dt *DeviceType) float64 {
+	return c.PredictAt(g, id, dt, dt.PeakFLOPS)
+}
+
+// PredictAt is Predict with op's FLOPs at peak FLOP/s: the peak of the
+// path the op runs on, such as the tensor cores for a half-precision
+// matmul, so that an efficiency fitted on float32 ops (a fraction of
+// their peak) prices the same op under mixed precision as that fraction
+// of the faster path.
+func (c *Calibration) PredictAt(g *graph.Graph, id graph.OpID, dt *DeviceType, peak float64) float64 {
 	fam := Family(g.Ops[id].Type)
 	if fam == FamilyView {
 		return 0
@@ -115,24 +124,28 @@ func (c *Calibration) Predict(g *graph.Graph, id graph.OpID, dt *DeviceType) flo
 	if f == nil {
 		return cost.Roofline{}.OpTime(g, id, dt.Cluster())
 	}
-	return f.Time(float64(g.Ops[id].Work.FLOPs), float64(cost.BytesMoved(g, id)), float64(WorkingSet(g, id)), dt)
+	return f.timeAt(float64(g.Ops[id].Work.FLOPs), float64(cost.BytesMoved(g, id)), float64(WorkingSet(g, id)), peak, dt.MemoryBandwidth)
 }
 
 // Time is the fit's time of an op of these features on dt, in seconds.
 func (f *FamilyFit) Time(flops, bytes, workingSet float64, dt *DeviceType) float64 {
+	return f.timeAt(flops, bytes, workingSet, dt.PeakFLOPS, dt.MemoryBandwidth)
+}
+
+func (f *FamilyFit) timeAt(flops, bytes, workingSet, peak, bandwidth float64) float64 {
 	var compute float64
 	if flops > 0 {
 		ce := f.ComputeEfficiency
 		if f.ComputeHalfFLOPs > 0 {
 			ce *= cost.Ramp(flops, f.ComputeHalfFLOPs)
 		}
-		compute = flops / (dt.PeakFLOPS * ce)
+		compute = flops / (peak * ce)
 	}
 	me := f.MemoryEfficiency
 	if f.CacheEfficiency > 0 && workingSet <= f.CacheBytes {
 		me = f.CacheEfficiency
 	}
-	return max(compute, bytes/(dt.MemoryBandwidth*me)) + f.OverheadS
+	return max(compute, bytes/(bandwidth*me)) + f.OverheadS
 }
 
 // Sample is one distinct measured op: its features, its FLOPs and bytes

@@ -139,9 +139,25 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 		}
 	}
 	if pt.Calibration != nil {
-		return pt.Calibration.Predict(g, id, pt), FromCalibration
+		return pt.Calibration.PredictAt(g, id, pt, pt.PeakFLOPS*m.pathSpeedup(g, id, dt)), FromCalibration
 	}
 	return m.Base.OpTime(g, id, dt), FromBase
+}
+
+// pathSpeedup is how much faster than float32 the cluster's device type
+// runs op's FLOPs: its peak on the op's path (tensor cores for a half
+// matmul or convolution; TF32 when the base model runs float32 matmuls
+// so) over its float32 peak. 1 when the cluster gives no float32 peak.
+func (m *Model) pathSpeedup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	f32 := dt.FLOPS(graph.Float32)
+	if !(f32 > 0) {
+		return 1
+	}
+	r, _ := m.Base.(cost.Roofline)
+	if p := (cost.Roofline{TF32: r.TF32}).Peak(g, id, dt); p > 0 {
+		return p / f32
+	}
+	return 1
 }
 
 // Advice implements cost.Advisor: it says when the profile cannot price

@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -320,5 +321,49 @@ func TestLoadRoundTripAndErrors(t *testing.T) {
 	}
 	if _, err := profile.Load(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestCalibrationAtPathPeak: a calibrated op the profile did not time is
+// priced at the fitted fraction of the peak of the path it runs on, so a
+// float32 fit prices a bfloat16 matmul at the tensor cores' peak and a
+// float32 one at TF32's when the base model runs float32 matmuls so.
+func TestCalibrationAtPathPeak(t *testing.T) {
+	g := graph.New("path", 0, 0)
+	add := func(dt graph.DType) graph.OpID {
+		n := fmt.Sprint(len(g.Ops))
+		a, _ := g.AddTensor(graph.Tensor{Name: "a" + n, DType: dt, Shape: []int64{512, 512}, ShapeKnown: true, Kind: graph.Input})
+		b, _ := g.AddTensor(graph.Tensor{Name: "b" + n, DType: dt, Shape: []int64{512, 512}, ShapeKnown: true, Kind: graph.Parameter})
+		y, _ := g.AddTensor(graph.Tensor{Name: "y" + n, DType: dt, Shape: []int64{512, 512}, ShapeKnown: true})
+		id, err := g.AddOp(graph.Op{Name: "mm" + n, Type: "MatMul", Inputs: []graph.TensorID{a, b}, Outputs: []graph.TensorID{y},
+			Work: graph.Work{FLOPs: 2 * 512 * 512 * 512}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	f32, bf16 := add(graph.Float32), add(graph.BFloat16)
+	pdt := profile.DeviceType{Name: "gpu", PeakFLOPS: 10e12, MemoryBandwidth: 1e15}
+	pdt.Calibration = &profile.Calibration{Families: []profile.FamilyFit{
+		{Family: profile.FamilyAll, ComputeEfficiency: 0.5, MemoryEfficiency: 1, OverheadS: 0},
+	}}
+	p := &profile.Profile{Format: profile.FormatVersion, DeviceTypes: []profile.DeviceType{pdt}}
+	cdt := &cluster.DeviceType{Name: "gpu", PeakFLOPS: map[graph.DType]float64{graph.Float32: 10e12, graph.BFloat16: 160e12},
+		TF32FLOPS: 80e12, MemoryBandwidth: 1e15}
+	flops := float64(g.Ops[f32].Work.FLOPs)
+	for _, tc := range []struct {
+		name string
+		base cost.Model
+		op   graph.OpID
+		peak float64
+	}{
+		{"float32", nil, f32, 10e12},
+		{"bfloat16 on tensor cores", nil, bf16, 160e12},
+		{"float32 under TF32", cost.Roofline{TF32: true}, f32, 80e12},
+	} {
+		got, src := profile.NewModel(p, tc.base).Lookup(g, tc.op, cdt)
+		if want := flops / (tc.peak * 0.5); src != profile.FromCalibration || math.Abs(got-want) > 1e-15 {
+			t.Errorf("%s: %g s (%v), want %g (calibrated)", tc.name, got, src, want)
+		}
 	}
 }

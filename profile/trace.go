@@ -3,9 +3,11 @@ package profile
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -522,6 +524,13 @@ func importWarnings(res *ImportResult, source string, optimized, aten bool) []st
 // decodeEvents accepts a bare event array (ONNX Runtime, and Chrome's
 // array form) or an object with "traceEvents" (Chrome's object form).
 func decodeEvents(data []byte) ([]traceEvent, error) {
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		// gzip, as torch.profiler writes a trace whose path ends in .gz.
+		var err error
+		if data, err = gunzip(data); err != nil {
+			return nil, err
+		}
+	}
 	data = bytes.TrimLeft(data, " \t\r\n\ufeff")
 	if len(data) == 0 {
 		return nil, errors.New("the file is empty")
@@ -541,6 +550,25 @@ func decodeEvents(data []byte) ([]traceEvent, error) {
 		return nil, errors.New(`no "traceEvents" array`)
 	}
 	return obj.TraceEvents, nil
+}
+
+// maxTraceBytes bounds a gzipped trace's decompressed size: a day-long
+// trace of a large model is a few GiB; more is a damaged or hostile file.
+const maxTraceBytes = 4 << 30
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("a gzip header but %v", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxTraceBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %v (truncated or damaged)", err)
+	}
+	if len(out) > maxTraceBytes {
+		return nil, fmt.Errorf("gzip: decompresses to more than %d GiB", maxTraceBytes>>30)
+	}
+	return out, nil
 }
 
 func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }

@@ -7,9 +7,11 @@
 // training step computes and keeps alive, which is what placement needs.
 // A gradient op costs Factor times its forward op's FLOPs (about two: one
 // product for the input gradient, one for the weight gradient), reads the
-// activations its forward op saved and the gradients of its outputs, and
-// writes a gradient for each differentiable input. Forward activations
-// therefore live until their gradient op has run, as in real training.
+// activations its forward op saved (what PyTorch's autograd saves for that
+// op type: saved.go) and the gradients of its outputs, and writes a
+// gradient for each differentiable input. Saved activations therefore
+// live until their gradient op has run, as in real training; the others
+// are freed once the forward pass has read them.
 package train
 
 import (
@@ -249,15 +251,8 @@ func (b *builder) addGradient(id graph.OpID) error {
 			read(dt)
 		}
 	}
-	if f.Domain != AutocastDomain { // a cast's backward saves nothing
-		for _, in := range f.Inputs {
-			if t := &g.Tensors[in]; t.Kind != graph.Constant {
-				read(in)
-			}
-		}
-		for _, out := range f.Outputs {
-			read(out)
-		}
+	for _, t := range b.savedForBackward(f) {
+		read(t)
 	}
 	hasGrad := map[graph.TensorID]bool{}
 	for _, in := range f.Inputs {

@@ -155,7 +155,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err := f.checkEmit(model); err != nil {
 		return err
 	}
-	costModel, err := loadProfileModel(f.profile)
+	costModel, err := loadProfileModel(f.profile, f.precision)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
+	"github.com/opplace/opplace/train"
 )
 
 type profileFlags struct {
@@ -586,8 +587,9 @@ func abbreviate(names []string, n int) string {
 
 // loadProfileModel is the cost model of plan --profile FILE: measured
 // times for the device types the profile has, calibrated roofline for its
-// unmeasured ops, the roofline elsewhere.
-func loadProfileModel(path string) (cost.Model, error) {
+// unmeasured ops, the roofline elsewhere (at TF32 for float32 matmuls
+// under --precision tf32, as without a profile).
+func loadProfileModel(path, precision string) (cost.Model, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -595,7 +597,7 @@ func loadProfileModel(path string) (cost.Model, error) {
 	if err != nil {
 		return nil, &pipeline.InputError{Err: err}
 	}
-	return profile.NewModel(p, nil), nil
+	return profile.NewModel(p, cost.Roofline{TF32: strings.EqualFold(precision, string(train.TF32))}), nil
 }
 
 // printFusion says what the fuse stage did, for plan -v.
