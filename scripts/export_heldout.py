@@ -32,9 +32,18 @@ HELDOUT = {
     "gpt_mini":        (lambda: gm.LM(8192, 512, 8, 6, 256, True), lambda: (torch.zeros(1, 256, dtype=torch.long),)),
 }
 
+# Exported in training mode, batch norms kept (the shared resnet50.onnx folds
+# them, being an inference export): what a CNN's training step runs.
+#   /usr/bin/python3 scripts/export_heldout.py testdata/models/train resnet50_bn
+TRAINING = {
+    "resnet50_bn":     (lambda: tv("resnet50"), lambda: (torch.randn(32, 3, 224, 224),)),
+}
+
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     gm.MODELS.update(HELDOUT)
+    gm.MODELS.update(TRAINING)
+    gm.TRAIN_MODE.update(TRAINING)
     for n in sys.argv[2:] or HELDOUT:
         gm.export(n, out)

@@ -229,3 +229,44 @@ const (
 	h100CalibratedStepLimit = 0.17
 	memoryErrorLimit        = 0.30
 )
+
+// TestH100BatchNormMemory plans ResNet-50 exported with its batch norms
+// (testdata/models/train) against the measured ResNet-50 training runs:
+// the shared, BN-folded file's training memory is half the measured peak,
+// and with the batch norms it must be within 10%.
+func TestH100BatchNormMemory(t *testing.T) {
+	data, err := os.ReadFile(h100File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []h100Case `yaml:"cases"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	cl := filepath.Join(t.TempDir(), "h100.yaml")
+	if err := os.WriteFile(cl, []byte("devices:\n  - {name: gpu0, type: H100-80GB}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range file.Cases {
+		if c.Model != "resnet50" || c.Mode != "train" || c.Precision == "tf32" {
+			continue
+		}
+		n++
+		c.Model = "train/resnet50_bn"
+		c.Shape = fmt.Sprintf("input.1=%d,3,224,224", c.Batch)
+		p := planH100(t, cl, c, "")
+		peak := float64(p.Devices[0].PeakMemoryBytes)
+		e := (peak - float64(c.PeakBytes)) / float64(c.PeakBytes)
+		t.Logf("%s: peak %.2f GiB predicted, %.2f measured (%+.1f%%); step %.1f ms predicted, GPU busy %.1f ms",
+			c.Name, peak/(1<<30), float64(c.PeakBytes)/(1<<30), 100*e, p.PredictedStepMS, c.GPUBusyMS)
+		if math.Abs(e) > 0.10 {
+			t.Errorf("%s with batch norms: peak %.2f GiB, measured %.2f GiB (%+.0f%%, limit ±10%%)", c.Name, peak/(1<<30), float64(c.PeakBytes)/(1<<30), 100*e)
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d ResNet-50 training runs (fp32 and amp-bf16 at two batches), want 4", n)
+	}
+}
