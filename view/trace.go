@@ -115,8 +115,16 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 			stagesSeen[a.Stage] = true
 			meta(tracePIDCollectives, a.Stage, "thread_name", "stage "+strconv.Itoa(a.Stage), a.Stage)
 		}
-		complete("all-reduce", "all-reduce", tracePIDCollectives, a.Stage, a.StartMS, a.EndMS,
-			map[string]any{"bytes": a.Bytes, "devices": a.Devices})
+		kind, args := a.Kind, map[string]any{"bytes": a.Bytes, "devices": a.Devices}
+		if kind == "" { // plans written before kinds were recorded
+			kind = "all-reduce"
+		}
+		name := kind
+		if a.Tensor != "" { // a tensor-parallel group's collective of one activation
+			name += " " + a.Tensor
+			args["tensor"] = a.Tensor
+		}
+		complete(name, kind, tracePIDCollectives, a.Stage, a.StartMS, a.EndMS, args)
 	}
 	for dev := range p.Devices {
 		if len(t.onDevice[dev]) == 0 {

@@ -292,7 +292,7 @@ func TestRender(t *testing.T) {
 func TestTrace(t *testing.T) {
 	p, _ := twoDevicePlan()
 	p.Ops[3].Runs = []plan.Run{{MicroBatch: 0, StartMS: 3, EndMS: 4}, {MicroBatch: 1, StartMS: 4, EndMS: 5}}
-	p.AllReduces = []plan.AllReduce{{Stage: 0, Devices: []string{"gpu0", "gpu2"}, Bytes: 64, StartMS: 9, EndMS: 10}}
+	p.AllReduces = []plan.AllReduce{{Kind: "reduce-scatter", Stage: 0, Devices: []string{"gpu0", "gpu2"}, Bytes: 64, StartMS: 9, EndMS: 10, Tensor: "h"}}
 	var b bytes.Buffer
 	if err := WriteTrace(&b, p); err != nil {
 		t.Fatal(err)
@@ -330,6 +330,9 @@ func TestTrace(t *testing.T) {
 			copies++
 		case e.Ph == "X" && e.PID == tracePIDCollectives:
 			reduces++
+			if e.Name != "reduce-scatter h" || e.Cat != "reduce-scatter" {
+				t.Errorf("collective named %q (%s), want its kind and tensor", e.Name, e.Cat)
+			}
 		case e.Ph == "C":
 			counters++
 		}
