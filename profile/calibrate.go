@@ -158,6 +158,8 @@ type Sample struct {
 	FLOPs, Bytes, WorkingSet float64
 	Compute                  float64
 	Memory                   float64
+	// PathSpeedup is the measurement's (Measurement.PathSpeedup).
+	PathSpeedup float64
 	// Default is the uncalibrated roofline's prediction.
 	Default  float64
 	Measured float64
@@ -165,9 +167,17 @@ type Sample struct {
 	Count int
 }
 
-// Predict is the fit's time for the sample on dt.
+// Predict is the fit's time for the sample on dt, its FLOPs at the peak
+// of the path they ran on.
 func (s *Sample) Predict(f *FamilyFit, dt *DeviceType) float64 {
-	return f.Time(s.FLOPs, s.Bytes, s.WorkingSet, dt)
+	return f.timeAt(s.FLOPs, s.Bytes, s.WorkingSet, dt.PeakFLOPS*s.speedup(), dt.MemoryBandwidth)
+}
+
+func (s *Sample) speedup() float64 {
+	if s.PathSpeedup > 0 {
+		return s.PathSpeedup
+	}
+	return 1
 }
 
 // Samples collects the measurements of device type dt that belong to ops
@@ -213,7 +223,8 @@ func collect(ps []*Profile, ref *DeviceType, keep func(*Measurement) bool) []Sam
 			a := byKey[key]
 			if a == nil {
 				a = &acc{s: Sample{Name: m.Name, Family: Family(m.Type), Model: p.Model,
-					FLOPs: float64(m.FLOPs), Bytes: float64(m.Bytes), WorkingSet: float64(m.WorkingSet)}}
+					FLOPs: float64(m.FLOPs), Bytes: float64(m.Bytes), WorkingSet: float64(m.WorkingSet),
+					PathSpeedup: m.PathSpeedup}}
 				byKey[key] = a
 				keys = append(keys, key)
 			}
@@ -227,7 +238,7 @@ func collect(ps []*Profile, ref *DeviceType, keep func(*Measurement) bool) []Sam
 	for _, k := range keys {
 		s := byKey[k].s
 		s.Measured = median(byKey[k].times)
-		s.Compute = s.FLOPs / ref.PeakFLOPS
+		s.Compute = s.FLOPs / (ref.PeakFLOPS * s.speedup())
 		s.Memory = s.Bytes / ref.MemoryBandwidth
 		s.Default = s.Predict(&def, ref)
 		out = append(out, s)

@@ -8,9 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx/onnxpb"
+	"github.com/opplace/opplace/train"
 )
 
 // ImportOptions are what ImportWith may use besides the trace.
@@ -26,6 +28,15 @@ type ImportOptions struct {
 	// Optimizer names the optimizer of a training step's trace (sgd,
 	// momentum, adam); empty: the one its Optimizer.step range names.
 	Optimizer string
+	// Precision is how the traced step ran (train.AMPBF16 for a step
+	// under torch.autocast(bfloat16), ...); empty: as the model file
+	// says. A PyTorch trace is aligned with the model rewritten for it
+	// (autocast's casts included, half-size tensors).
+	Precision train.Precision
+	// Device, when set, is the device type the trace ran on with its
+	// peaks per element type: each measurement records how much faster
+	// than float32 its op's path runs (Measurement.PathSpeedup).
+	Device *cluster.DeviceType
 }
 
 // MinMatchedShare is the share of a trace's kernel time below which

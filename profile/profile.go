@@ -137,6 +137,14 @@ type Measurement struct {
 	FLOPs      int64 `json:"flops,omitempty"`
 	Bytes      int64 `json:"bytes,omitempty"`
 	WorkingSet int64 `json:"working_set_bytes,omitempty"`
+	// PathSpeedup is how much faster than the device type's float32 peak
+	// the op's FLOPs ran: its path's peak (tensor cores for a
+	// half-precision matmul, TF32 for a float32 one under tf32) over the
+	// float32 one, recorded by an import that knows the device's peaks
+	// and the trace's precision. 0 or 1: the float32 peak. Calibration
+	// fits efficiency as a fraction of this peak, so traces of several
+	// precisions pool into one fit.
+	PathSpeedup float64 `json:"path_speedup,omitempty"`
 }
 
 // HasFeatures reports whether the measurement carries its op's features

@@ -367,3 +367,30 @@ func TestCalibrationAtPathPeak(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrationFitsPathPeak: measurements of ops that ran on a path 16
+// times the float32 peak (bfloat16 matmuls on tensor cores, recorded as
+// PathSpeedup) are fitted as a fraction of that path's peak, so the
+// efficiency that made them comes back, not 16 times it.
+func TestCalibrationFitsPathPeak(t *testing.T) {
+	dt := profile.DeviceType{Name: "d", PeakFLOPS: 1e12, MemoryBandwidth: 1e15, LaunchOverhead: 1e-6}
+	const speedup, eff = 16.0, 0.5
+	p := &profile.Profile{Format: profile.FormatVersion, Model: "m", DeviceTypes: []profile.DeviceType{dt}}
+	for i := range 12 {
+		flops := int64(1e9) << i
+		p.Ops = append(p.Ops, profile.Measurement{Name: fmt.Sprint("mm", i), Key: fmt.Sprint("k", i), Type: "MatMul", DeviceType: "d",
+			FLOPs: flops, Bytes: 1 << 20, WorkingSet: 1 << 20, PathSpeedup: speedup,
+			MedianMS: 1e3 * (float64(flops)/(dt.PeakFLOPS*speedup*eff) + dt.LaunchOverhead)})
+	}
+	cal, err := profile.CalibratePooled([]*profile.Profile{p}, "d", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cal.Fit(profile.FamilyMatMul)
+	if f == nil || math.Abs(f.ComputeEfficiency-eff) > 0.02*eff {
+		t.Fatalf("fit %+v, want compute efficiency %g of the path's peak", f, eff)
+	}
+	if cal.After.MedianRelErr > 0.01 {
+		t.Errorf("after calibration median error %g", cal.After.MedianRelErr)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/train"
@@ -205,6 +207,13 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			atenOps = atenOps || strings.HasPrefix(e.Name, "aten::")
 		}
 		if aten = !named && atenOps; aten {
+			// The traced step's precision rewrites the model as it ran:
+			// autocast's casts are aten ops the alignment must meet.
+			pg, _, err := train.ApplyPrecision(g, o.Precision)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			g = pg
 			kt := readKineto(events)
 			var ar [][]atenOp
 			if kt.training() {
@@ -444,9 +453,31 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 			atenPerRun, 100*res.MatchedShare, res.Unmeasured))
 	}
 	FillFeatures(p, g)
+	if o.Device != nil {
+		setPathSpeedups(p, g, o.Device, o.Precision == train.TF32)
+	}
 	p.Sort()
 	res.Profile = p
 	return res, nil
+}
+
+// setPathSpeedups records in each measurement of an op of g how much
+// faster than float32 dt runs its FLOPs (Measurement.PathSpeedup).
+func setPathSpeedups(p *Profile, g *graph.Graph, dt *cluster.DeviceType, tf32 bool) {
+	f32 := dt.FLOPS(graph.Float32)
+	if !(f32 > 0) {
+		return
+	}
+	for i := range p.Ops {
+		m := &p.Ops[i]
+		id, ok := g.OpByName(m.Name)
+		if !ok || m.Key != "" && m.Key != OpKey(g, id) || g.Ops[id].Work.FLOPs == 0 {
+			continue
+		}
+		if r := (cost.Roofline{TF32: tf32}).Peak(g, id, dt) / f32; r > 1 {
+			m.PathSpeedup = r
+		}
+	}
 }
 
 // outsideKernels names the GPU time of a Kineto trace's kernels that no

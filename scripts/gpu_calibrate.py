@@ -33,7 +33,8 @@ The step is eager PyTorch: torch.compile's fused Triton kernels do not map
 back to aten ops, so do not compile.  The default is float32 with TF32 off
 (PyTorch's default for matmuls since 1.12; for convolutions the script
 turns cuDNN's TF32 off too), which is what opplace plans without
---precision.  --bf16 wraps the forward in torch.autocast(bfloat16).
+--precision.  --bf16 wraps the forward in torch.autocast(bfloat16); import
+that trace with `opplace profile ... --precision amp-bf16`.
 """
 import argparse
 import inspect
@@ -173,9 +174,12 @@ def main():
     print(f"{trace}: one training step of {args.hf or args.model}, batch {args.batch}, "
           f"{'bf16 autocast' if args.bf16 else 'float32'}, {args.optimizer}, on {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}")
     opt_flag = " --optimizer momentum" if args.optimizer == "momentum" else ""
+    if args.bf16:
+        opt_flag += " --precision amp-bf16"
+    plan_flag = " --precision amp-bf16" if args.bf16 else ""
     print("next:\n  opplace profile {0}/model.onnx --import {1}{2} --device-type DEVICE_TYPE --out gpu.json\n"
-          "  opplace plan {0}/model.onnx --cluster CLUSTER.yaml --profile gpu.json --optimizer {3}"
-          .format(args.out, trace, opt_flag, args.optimizer))
+          "  opplace plan {0}/model.onnx --cluster CLUSTER.yaml --profile gpu.json --optimizer {3}{4}"
+          .format(args.out, trace, opt_flag, args.optimizer, plan_flag))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ type profileFlags struct {
 	keepTrace     string
 	keepOptimized string
 	optimizer     string
+	precision     string
 }
 
 func init() { commands = append(commands, newProfileCmd) }
@@ -160,6 +161,11 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
       --optimized-model testdata/profiles/resnet50_b1_ort130_cpu.opt.onnx \
       --device-type Workstation-CPU --cluster testdata/clusters/hetero.yaml --out r50.ort.json
 
+  # Import a PyTorch training step traced on an H100 under bf16 autocast
+  opplace profile testdata/models/resnet50.onnx \
+      --import testdata/profiles/h100/resnet50-train-amp-bf16-b32.json.gz \
+      --precision amp-bf16 --device-type H100-80GB --out resnet50.h100-bf16.json
+
   # Pool three models' profiles into one calibration; check it on a fourth
   opplace profile --from resnet50.cpu.json --from bert.cpu.json \
       --from vgg16.cpu.json --holdout inception.cpu.json --out pooled.json --report
@@ -201,6 +207,7 @@ Without --out the profile goes to stdout (and the summary to stderr).`,
 	fl.StringVar(&f.runtime, "runtime", runtimeAuto, "what measures: onnxruntime (the whole model in ONNX Runtime, per-node times from its profiler), gorgonia (each distinct op, pure-Go kernels), or auto: onnxruntime when its library is found, else gorgonia")
 	fl.StringVar(&f.ortLib, "onnxruntime-lib", "", "ONNX Runtime shared library (default $OPPLACE_ONNXRUNTIME, ./node_modules/onnxruntime-node, .cache/onnxruntime-node, /usr/lib, /usr/local/lib)")
 	fl.StringVar(&f.keepTrace, "keep-trace", "", "with --runtime onnxruntime, save ONNX Runtime's profiling JSON of the timed runs here")
+	fl.StringVar(&f.precision, "precision", "", "with --import of a PyTorch trace: the precision the traced step ran in (fp32, tf32, amp-bf16 for torch.autocast(bfloat16), amp-fp16); the model is rewritten as plan --precision does, so autocast's casts align, and each op's efficiency is fitted against its own path's peak (tensor cores under amp)")
 	fl.StringVar(&f.optimizer, "optimizer", "", "with --import of a training step's trace: its optimizer (sgd, momentum or adam; default: the one the trace's Optimizer.step range names), which names the update ops as plan --optimizer does")
 	fl.StringVar(&f.keepOptimized, "keep-optimized", "", "with --runtime onnxruntime, save the model as ONNX Runtime optimized it (large weights stripped) here")
 	return cmd
@@ -231,6 +238,8 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		return usageError{errors.New("--import and --from exclude each other")}
 	case f.device != "cpu":
 		return usageError{fmt.Errorf("--device %q: only cpu (this machine) can be measured; import other devices' traces with --import", f.device)}
+	case f.precision != "" && f.importFile == "":
+		return usageError{errors.New("--precision says how an --import trace's step ran; it needs --import TRACE (plan takes --precision to plan in it)")}
 	case f.optimized != "" && f.importFile == "":
 		return usageError{errors.New("--optimized-model maps an --import trace's kernels; it needs --import TRACE")}
 	case f.importFile != "" && f.deviceType == "":
@@ -288,16 +297,20 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			dtName = p.DeviceTypes[0].Name
 		}
 	case f.importFile != "":
-		dt, err := traceDeviceType(f.deviceType, f.cluster)
+		dt, cdt, err := traceDeviceType(f.deviceType, f.cluster)
 		if err != nil {
 			return err
+		}
+		prec, err := train.ParsePrecision(f.precision)
+		if err != nil {
+			return usageError{fmt.Errorf("--precision: %w", err)}
 		}
 		dt.Threads = f.threads
 		trace, err := files.Read(f.importFile, "trace")
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
-		opts := profile.ImportOptions{OptimizedName: f.optimized, Optimizer: f.optimizer}
+		opts := profile.ImportOptions{OptimizedName: f.optimized, Optimizer: f.optimizer, Precision: prec, Device: cdt}
 		if f.optimized != "" {
 			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
 				return &pipeline.InputError{Err: err}
@@ -311,6 +324,9 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		if res.Graph != nil {
 			// A training step's trace times the training step's ops.
 			g = res.Graph
+		} else if g, _, err = train.ApplyPrecision(g, prec); err != nil {
+			// An inference trace times the model as its precision ran it.
+			return &pipeline.InputError{Err: err}
 		}
 		printImport(summary, stderr, "imported "+f.importFile, res)
 		if p.Source == profile.SourceORT && f.optimized == "" && len(res.Warnings) > 0 {
@@ -380,12 +396,12 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 
 // traceDeviceType finds the roofline of the device an imported trace ran
 // on: a device type of the cluster file, else a preset.
-func traceDeviceType(name, clusterPath string) (profile.DeviceType, error) {
+func traceDeviceType(name, clusterPath string) (profile.DeviceType, *cluster.DeviceType, error) {
 	var dt *cluster.DeviceType
 	if clusterPath != "" {
 		c, err := cluster.Load(clusterPath)
 		if err != nil {
-			return profile.DeviceType{}, &pipeline.InputError{Err: err}
+			return profile.DeviceType{}, nil, &pipeline.InputError{Err: err}
 		}
 		for i := range c.Devices {
 			if c.Devices[i].Type.Name == name {
@@ -394,19 +410,19 @@ func traceDeviceType(name, clusterPath string) (profile.DeviceType, error) {
 			}
 		}
 		if dt == nil {
-			return profile.DeviceType{}, usageError{fmt.Errorf("--device-type %q: cluster %s has no device of that type", name, clusterPath)}
+			return profile.DeviceType{}, nil, usageError{fmt.Errorf("--device-type %q: cluster %s has no device of that type", name, clusterPath)}
 		}
 	} else {
 		p, ok := cluster.Preset(name)
 		if !ok {
-			return profile.DeviceType{}, usageError{fmt.Errorf("--device-type %q is no preset (%s); pass --cluster FILE that defines it", name, strings.Join(cluster.PresetNames(), ", "))}
+			return profile.DeviceType{}, nil, usageError{fmt.Errorf("--device-type %q is no preset (%s); pass --cluster FILE that defines it", name, strings.Join(cluster.PresetNames(), ", "))}
 		}
 		dt = p
 	}
 	return profile.DeviceType{
 		Name: name, PeakFLOPS: dt.FLOPS(graph.Float32), MemoryBandwidth: dt.MemoryBandwidth,
 		LaunchOverhead: dt.LaunchOverhead, Memory: dt.Memory,
-	}, nil
+	}, dt, nil
 }
 
 // writeReport prints the calibration per family, the ops predicted worst
