@@ -182,8 +182,25 @@ def kernel_stats(trace_path):
     if cur_e is not None:
         busy += cur_e - cur_s
     step = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
-    return dict(kernels=len(spans), kernel_sum_ms=sum(e - s for s, e in spans) / 1e3, gpu_busy_ms=busy / 1e3,
-                profiled_step_ms=max((e.get("dur", 0) for e in step), default=0) / 1e3)
+    out = dict(kernels=len(spans), kernel_sum_ms=sum(e - s for s, e in spans) / 1e3, gpu_busy_ms=busy / 1e3,
+               profiled_step_ms=max((e.get("dur", 0) for e in step), default=0) / 1e3)
+    if step:
+        # The host's side: the framework ops the step dispatched (top-level
+        # aten ops, not nested in another on their thread) and their CPU
+        # time, and the kernel launches; what a host-dispatch model counts.
+        t0, t1 = step[0]["ts"], step[0]["ts"] + step[0]["dur"]
+        cpu = sorted((e for e in ev if e.get("cat") == "cpu_op" and t0 <= e.get("ts", 0) <= t1),
+                     key=lambda e: (e["tid"], e["ts"], -e.get("dur", 0)))
+        top, end = [], {}
+        for e in cpu:
+            if e["ts"] >= end.get(e["tid"], -1):
+                top.append(e)
+                end[e["tid"]] = e["ts"] + e.get("dur", 0)
+        out.update(cpu_ops=len(cpu), top_level_cpu_ops=len(top),
+                   top_level_cpu_ms=sum(e.get("dur", 0) for e in top) / 1e3,
+                   kernel_launches=sum(1 for e in ev if e.get("cat") == "cuda_runtime" and "Launch" in e.get("name", "")
+                                       and t0 <= e.get("ts", 0) <= t1))
+    return out
 
 
 def profile_step(step, dev, path):
