@@ -144,17 +144,22 @@ func (m *Model) Lookup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (f
 	return m.Base.OpTime(g, id, dt), FromBase
 }
 
-// pathSpeedup is how much faster than float32 the cluster's device type
-// runs op's FLOPs: its peak on the op's path (tensor cores for a half
-// matmul or convolution; TF32 when the base model runs float32 matmuls
-// so) over its float32 peak. 1 when the cluster gives no float32 peak.
+// pathSpeedup is PathSpeedup at the TF32 setting of m's base model.
 func (m *Model) pathSpeedup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	r, _ := m.Base.(cost.Roofline)
+	return PathSpeedup(g, id, dt, r.TF32)
+}
+
+// PathSpeedup is how much faster than float32 device type dt runs op id's
+// FLOPs: its peak on the op's path (tensor cores for a half-precision
+// matmul or convolution; TF32 for a float32 one when tf32 is set) over
+// its float32 peak. 1 when dt gives no float32 peak.
+func PathSpeedup(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType, tf32 bool) float64 {
 	f32 := dt.FLOPS(graph.Float32)
 	if !(f32 > 0) {
 		return 1
 	}
-	r, _ := m.Base.(cost.Roofline)
-	if p := (cost.Roofline{TF32: r.TF32}).Peak(g, id, dt); p > 0 {
+	if p := (cost.Roofline{TF32: tf32}).Peak(g, id, dt); p > 0 {
 		return p / f32
 	}
 	return 1

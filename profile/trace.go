@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/cluster"
-	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/train"
@@ -464,17 +463,13 @@ func ImportWith(name string, data []byte, g *graph.Graph, dt DeviceType, o Impor
 // setPathSpeedups records in each measurement of an op of g how much
 // faster than float32 dt runs its FLOPs (Measurement.PathSpeedup).
 func setPathSpeedups(p *Profile, g *graph.Graph, dt *cluster.DeviceType, tf32 bool) {
-	f32 := dt.FLOPS(graph.Float32)
-	if !(f32 > 0) {
-		return
-	}
 	for i := range p.Ops {
 		m := &p.Ops[i]
 		id, ok := g.OpByName(m.Name)
 		if !ok || m.Key != "" && m.Key != OpKey(g, id) || g.Ops[id].Work.FLOPs == 0 {
 			continue
 		}
-		if r := (cost.Roofline{TF32: tf32}).Peak(g, id, dt) / f32; r > 1 {
+		if r := PathSpeedup(g, id, dt, tf32); r > 1 {
 			m.PathSpeedup = r
 		}
 	}

@@ -4,15 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/opplace/opplace/plan"
 )
@@ -129,21 +126,9 @@ func TestH100Measurements(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans every H100 case (about a minute)")
 	}
-	data, err := os.ReadFile(h100File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []h100Case `yaml:"cases"`
-	}
-	if err := yaml.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
+	cases := readCases[h100Case](t, h100File)
 	dir := t.TempDir()
-	cl := filepath.Join(dir, "h100.yaml")
-	if err := os.WriteFile(cl, []byte("devices:\n  - {name: gpu0, type: H100-80GB}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cl := oneDevice(t, dir, "H100-80GB", "")
 	// Calibrate in the precision you plan in: amp plans take the
 	// calibration from the amp traces.
 	profFP32, profAMP := calibrateH100(t, dir, "fp32"), calibrateH100(t, dir, "amp-bf16")
@@ -159,7 +144,7 @@ func TestH100Measurements(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintln(&b, "| case | set | step (ms) | GPU busy (ms) | preset (ms) | vs busy | vs step | calibrated (ms) | vs busy | vs step | peak (GiB) | predicted (GiB) | error |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, c := range file.Cases {
+	for _, c := range cases {
 		if c.Set != "fit" && c.Set != "held-out" {
 			t.Fatalf("%s: set %q, want fit or held-out", c.Name, c.Set)
 		}
@@ -262,22 +247,10 @@ const (
 // the shared, BN-folded file's training memory is half the measured peak,
 // and with the batch norms it must be within 10%.
 func TestH100BatchNormMemory(t *testing.T) {
-	data, err := os.ReadFile(h100File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []h100Case `yaml:"cases"`
-	}
-	if err := yaml.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	cl := filepath.Join(t.TempDir(), "h100.yaml")
-	if err := os.WriteFile(cl, []byte("devices:\n  - {name: gpu0, type: H100-80GB}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cases := readCases[h100Case](t, h100File)
+	cl := oneDevice(t, t.TempDir(), "H100-80GB", "")
 	n := 0
-	for _, c := range file.Cases {
+	for _, c := range cases {
 		if c.Model != "resnet50" || c.Mode != "train" || c.Precision == "tf32" {
 			continue
 		}

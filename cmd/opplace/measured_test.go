@@ -54,19 +54,47 @@ type publishedCase struct {
 // datasheet clock.
 const flatEfficiency = "{compute: 0.7, tensor: 0.7, tensor_conv: 0.7, memory: 0.8, clock: 1, matmul_half: 0}"
 
+// readCases reads the cases of a measurements file
+// (testdata/measured/*.yaml).
+func readCases[C any](t *testing.T, path string) []C {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []C `yaml:"cases"`
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Cases) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return file.Cases
+}
+
+// oneDevice writes a cluster file of one device of the device type into
+// dir; efficiency, when set, overrides the preset's achievable-speed model.
+func oneDevice(t *testing.T, dir, deviceType, efficiency string) string {
+	t.Helper()
+	src := fmt.Sprintf("devices:\n  - {name: gpu0, type: %s}\n", deviceType)
+	if efficiency != "" {
+		src = fmt.Sprintf("device_types:\n  - name: %s\n    efficiency: %s\n", deviceType, efficiency) + src
+	}
+	cl := filepath.Join(dir, "one.yaml")
+	if err := os.WriteFile(cl, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 // predictStep plans one case on a single device of its type and returns
 // the predicted step in ms; efficiency, when set, overrides the preset's
 // achievable-speed model.
 func predictStep(t *testing.T, c publishedCase, efficiency string) float64 {
 	t.Helper()
-	src := fmt.Sprintf("devices:\n  - {name: gpu0, type: %s}\n", c.Device)
-	if efficiency != "" {
-		src = fmt.Sprintf("device_types:\n  - name: %s\n    efficiency: %s\n", c.Device, efficiency) + src
-	}
-	cl := filepath.Join(t.TempDir(), "one.yaml")
-	if err := os.WriteFile(cl, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cl := oneDevice(t, t.TempDir(), c.Device, efficiency)
 	dims := make([]string, len(c.Shape))
 	for i, d := range c.Shape {
 		dims[i] = fmt.Sprint(d)
@@ -105,24 +133,12 @@ func median(xs []float64) float64 {
 // table docs/model.md shows (go test -run TestPublishedMeasurements -v),
 // and bounds the median absolute error of the step.
 func TestPublishedMeasurements(t *testing.T) {
-	data, err := os.ReadFile(publishedFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []publishedCase `yaml:"cases"`
-	}
-	if err := yaml.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Cases) == 0 {
-		t.Fatal("no cases")
-	}
+	cases := readCases[publishedCase](t, publishedFile)
 	errs := map[string]map[string][]float64{"before": {}, "after": {}}
 	var b strings.Builder
 	fmt.Fprintln(&b, "| case | set | measured step (ms) | before (ms) | error | after (ms) | error |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
-	for _, c := range file.Cases {
+	for _, c := range cases {
 		if c.Set != "fit" && c.Set != "held-out" {
 			t.Fatalf("%s: set %q, want fit or held-out", c.Name, c.Set)
 		}
