@@ -183,6 +183,13 @@ func Decode(data []byte, name string, opts Options) (*Model, error) {
 	if err := shapes.CheckTotals(g); err != nil {
 		return nil, &InputError{name, err}
 	}
+	g, promoted, err := graph.MarkTrainable(g)
+	if err != nil {
+		return nil, &InputError{name, err}
+	}
+	if promoted > 0 {
+		c.warn("promoted", fmt.Sprintf("%d Constant node(s) hold weights (they feed a layer's weight input, as exports made for inference store them): taken as trainable parameters, like initializers", promoted))
+	}
 	g.Name = graphName(mp.Graph.GetName(), name)
 	return &Model{Graph: g, Opset: c.opsets[""], Warnings: c.finishWarnings()}, nil
 }

@@ -56,8 +56,9 @@ type Model struct {
 	Kind  Kind
 	// Warnings lists each distinct problem once, sorted.
 	Warnings []string
-	// Params is the element count of every floating-point weight (Const)
-	// tensor.
+	// Params is the element count of every floating-point Const tensor,
+	// weights and buffers alike (the trained ones are the graph's
+	// Parameter tensors: graph.Trainable).
 	Params int64
 }
 
@@ -201,6 +202,9 @@ func decode(data []byte, name, dir string, opts Options) (*Model, error) {
 		return nil, &InputError{name, err}
 	}
 	if err := shapes.CheckTotals(g); err != nil {
+		return nil, &InputError{name, err}
+	}
+	if g, _, err = graph.MarkTrainable(g); err != nil {
 		return nil, &InputError{name, err}
 	}
 	base := filepath.Base(name)
