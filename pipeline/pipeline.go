@@ -278,9 +278,16 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	if err != nil {
 		return &InputError{err}
 	}
-	g, _, err := train.Build(r.model.Graph, train.Options{Optimizer: opt})
+	g, st, err := train.Build(r.model.Graph, train.Options{Optimizer: opt})
 	if err != nil {
 		return &InputError{fmt.Errorf("%s: %w", r.opts.ModelPath, err)}
+	}
+	if st.Update == 0 {
+		// Nothing to train: the step would be the forward pass under a
+		// training plan's name.
+		r.model.Warnings = append(r.model.Warnings, fmt.Sprintf("%s has no trainable weights; planning it as inference, a forward pass (no floating-point initializer or constant is read as a layer's weight: docs/onnx-import.md#trainable-weights)", r.opts.ModelPath))
+		r.opts.Mode = ModeInfer
+		return nil
 	}
 	r.model.Graph = g
 	return nil

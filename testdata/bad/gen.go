@@ -56,6 +56,8 @@ func main() {
 		"onnx-duplicate-output.onnx": marshal(duplicateOutput()),
 		"onnx-future-opset.onnx":     marshal(withOpset(relu(dimsValue(2, 4)), 99)),
 		"onnx-bad-attribute.onnx":    marshal(badAttribute()),
+		"onnx-no-weights.onnx":       marshal(relu(dimsValue(8, 16))),
+		"onnx-constant-weights.onnx": marshal(constantWeights()),
 		"tf-truncated.pb":            blazeface[:len(blazeface)/3],
 		"tf-random.pb":               random[:1024],
 	}
@@ -196,4 +198,22 @@ func badAttribute() *onnxpb.ModelProto {
 	m.Graph.Initializer[0].Dims = []int64{16, 3, 3, 3}
 	m.Graph.Node[0].Attribute = []*onnxpb.AttributeProto{{Name: proto.String("kernel_shape"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("3x3")}}
 	return m
+}
+
+// constantWeights stores a Conv's weight and bias as Constant nodes, as
+// exports made for inference do, beside a scalar Constant (a buffer).
+func constantWeights() *onnxpb.ModelProto {
+	constant := func(name string, t *onnxpb.TensorProto) *onnxpb.NodeProto {
+		return node("Constant", name, nil, []string{name}, &onnxpb.AttributeProto{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t})
+	}
+	return model(&onnxpb.GraphProto{Name: proto.String("conv"),
+		Input: []*onnxpb.ValueInfoProto{input("x", dimsValue(1, 3, 32, 32))},
+		Node: []*onnxpb.NodeProto{
+			constant("w", weight("w", 16, 3, 3, 3)),
+			constant("b", weight("b", 16)),
+			constant("half", &onnxpb.TensorProto{Name: proto.String("half"), DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), FloatData: []float32{0.5}}),
+			node("Conv", "conv", []string{"x", "w", "b"}, []string{"c"}, ints("kernel_shape", 3, 3)),
+			node("Mul", "mul", []string{"c", "half"}, []string{"y"}),
+		},
+		Output: []*onnxpb.ValueInfoProto{output("y")}})
 }
