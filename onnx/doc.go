@@ -2,8 +2,12 @@
 // (package graph) with full shape inference and per-op cost accounting.
 //
 // Every ONNX node becomes one op (Constant nodes included); initializers
-// become graph.Parameter tensors, graph inputs that are not initializers
-// graph.Input tensors, and node outputs graph.Activation tensors. Only
+// become graph.Parameter tensors when the model reads them as weights and
+// graph.Constant tensors (buffers) otherwise, by graph.Trainable, and a
+// Constant node holding a weight becomes a graph.Parameter tensor too
+// (graph.MarkTrainable, with a warning); graph inputs that are not
+// initializers become graph.Input tensors, and node outputs
+// graph.Activation tensors. Only
 // initializer types and dimensions are read, so external weight files
 // may be absent. Control-flow bodies (If, Loop, Scan) are imported as
 // nested graphs in graph.Attr.Graphs; the values a body reads from the

@@ -15,8 +15,9 @@
 //
 // # Graph
 //
-// Const nodes become tensors, not ops: floating-point ones
-// graph.Parameter (weights), others graph.Constant. Placeholders become
+// Const nodes become tensors, not ops: graph.Parameter when the graph
+// reads them as weights (graph.Trainable, the rule ONNX import uses),
+// graph.Constant otherwise (integers, scalars, masks). Placeholders become
 // graph.Input tensors, shaped by their shape attribute (or the TF.js
 // signature) and the onnx.Options flags: Batch binds a dynamic (-1)
 // leading dimension, Shapes sets a whole shape. Every other node is an
