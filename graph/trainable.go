@@ -120,13 +120,17 @@ func (g *Graph) IsStored(t TensorID) bool {
 // index operands.
 func Trainable(g *Graph) []bool {
 	n := len(g.Tensors)
-	// carried[t] lists the stored tensors t carries unchanged; score[t]
-	// marks attention scores.
-	carried := make([][]TensorID, n)
+	// src[t] is a stored tensor that t carries unchanged (-1: none);
+	// stored tensors one op joins (a Concat of weights) are one group of
+	// stores, so reading the join reads them all. score marks attention
+	// scores.
+	src := make([]TensorID, n)
+	stores := NewUnionFind[TensorID](n)
 	score := make([]bool, n)
 	for t := range g.Tensors {
+		src[t] = -1
 		if g.IsStored(TensorID(t)) {
-			carried[t] = []TensorID{TensorID(t)}
+			src[t] = TensorID(t)
 		}
 	}
 	order, err := g.TopoOrder(g.BuildAdjacency())
@@ -136,26 +140,25 @@ func Trainable(g *Graph) []bool {
 			order[i] = OpID(i)
 		}
 	}
-	train := make([]bool, n)
-	mark := func(t TensorID, anySize bool) {
-		for _, s := range carried[t] {
-			st := &g.Tensors[s]
-			if st.DType.IsFloat() && (anySize || st.Elements() > 1) {
-				train[s] = true
-			}
-		}
+	// reads records each weight read: the stored tensor read and whether
+	// a single element counts (a layer's weight input) or not.
+	type read struct {
+		store   TensorID
+		anySize bool
 	}
+	var reads []read
+	mark := func(t TensorID, anySize bool) { reads = append(reads, read{src[t], anySize}) }
 	for _, id := range order {
 		op := &g.Ops[id]
 		if op.Type == StoredOp && len(op.Inputs) == 0 {
 			continue
 		}
-		if pos, ok := carrierOps[op.Type]; ok && carryOn(g, op, pos, carried) {
+		if pos, ok := carrierOps[op.Type]; ok && carryOn(g, op, pos, src, stores) {
 			continue
 		}
 		if pos, ok := weightInputs[op.Type]; ok {
 			for i, in := range op.Inputs {
-				if weightPosition(pos, i) {
+				if weightPosition(pos, i) && src[in] >= 0 {
 					mark(in, true)
 				}
 			}
@@ -164,9 +167,9 @@ func Trainable(g *Graph) []bool {
 		case matmulOps[op.Type] && len(op.Inputs) >= 2:
 			a, b := op.Inputs[0], op.Inputs[1]
 			switch {
-			case carried[b] != nil:
+			case src[b] >= 0:
 				mark(b, true) // a stored a beside it is a state (an RNN's zero h0)
-			case carried[a] != nil:
+			case src[a] >= 0:
 				mark(a, true)
 			default:
 				for _, o := range op.Outputs {
@@ -179,14 +182,14 @@ func Trainable(g *Graph) []bool {
 				masked = masked || score[in]
 			}
 			for _, in := range op.Inputs {
-				if carried[in] != nil && !masked && readsActivation(g, op, in, carried) &&
+				if src[in] >= 0 && !masked && readsActivation(g, op, in, src) &&
 					(!scaleOps[op.Type] || perChannel(&g.Tensors[in])) {
 					mark(in, false)
 				}
 			}
 		case concatOps[op.Type]:
 			for _, in := range op.Inputs {
-				if carried[in] != nil && readsActivation(g, op, in, carried) {
+				if src[in] >= 0 && readsActivation(g, op, in, src) {
 					mark(in, false)
 				}
 			}
@@ -201,6 +204,23 @@ func Trainable(g *Graph) []bool {
 				}
 			}
 		}
+	}
+	// Resolved once every join is known: a group read as a layer's
+	// weight trains all its stores, one read otherwise those of more than
+	// one element.
+	asWeight, asOperand := make([]bool, n), make([]bool, n)
+	for _, r := range reads {
+		root := stores.Find(r.store)
+		asWeight[root] = asWeight[root] || r.anySize
+		asOperand[root] = true
+	}
+	train := make([]bool, n)
+	for t := range g.Tensors {
+		if src[t] != TensorID(t) {
+			continue
+		}
+		tt, root := &g.Tensors[t], stores.Find(TensorID(t))
+		train[t] = tt.DType.IsFloat() && (asWeight[root] || asOperand[root] && tt.Elements() > 1)
 	}
 	return train
 }
@@ -218,46 +238,50 @@ func weightPosition(pos []int, i int) bool {
 	return false
 }
 
-// carryOn records what a carrier op's outputs carry: the stored tensors
-// of its data input (pos), or of all its floating-point inputs when pos
-// is -1 and every one of them carries some. It reports whether the op
+// carryOn records what a carrier op's outputs carry: the store of its
+// data input (pos), or, when pos is -1 and every floating-point input
+// carries one, the group joining theirs. It reports whether the op
 // carried anything, so it reads nothing as a weight itself.
-func carryOn(g *Graph, op *Op, pos int, carried [][]TensorID) bool {
-	var src []TensorID
+func carryOn(g *Graph, op *Op, pos int, src []TensorID, stores *UnionFind[TensorID]) bool {
+	carried := TensorID(-1)
 	switch {
 	case pos >= 0:
-		if op.Type == "Split" && op.Domain == "" && len(op.Inputs) == 2 && !g.Tensors[op.Inputs[0]].DType.IsFloat() {
+		if op.Type == "Split" && len(op.Inputs) == 2 && !g.Tensors[op.Inputs[0]].DType.IsFloat() {
 			pos = 1 // TensorFlow's Split(axis, value)
 		}
 		if pos >= len(op.Inputs) {
 			return false
 		}
-		src = carried[op.Inputs[pos]]
+		carried = src[op.Inputs[pos]]
 	default:
 		for _, in := range op.Inputs {
 			if !g.Tensors[in].DType.IsFloat() {
 				continue
 			}
-			if carried[in] == nil {
+			if src[in] < 0 {
 				return false
 			}
-			src = append(src, carried[in]...)
+			if carried < 0 {
+				carried = src[in]
+			} else {
+				stores.Union(carried, src[in])
+			}
 		}
 	}
-	if src == nil {
+	if carried < 0 {
 		return false
 	}
 	for _, o := range op.Outputs {
-		carried[o] = src
+		src[o] = carried
 	}
 	return true
 }
 
 // readsActivation reports whether op reads, beside in, a floating-point
 // tensor that carries nothing stored.
-func readsActivation(g *Graph, op *Op, in TensorID, carried [][]TensorID) bool {
+func readsActivation(g *Graph, op *Op, in TensorID, src []TensorID) bool {
 	for _, x := range op.Inputs {
-		if x != in && carried[x] == nil && g.Tensors[x].DType.IsFloat() {
+		if x != in && src[x] < 0 && g.Tensors[x].DType.IsFloat() {
 			return true
 		}
 	}
