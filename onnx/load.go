@@ -188,7 +188,7 @@ func Decode(data []byte, name string, opts Options) (*Model, error) {
 		return nil, &InputError{name, err}
 	}
 	if promoted > 0 {
-		c.warn("promoted", fmt.Sprintf("%d Constant node(s) hold weights (they feed a layer's weight input, as exports made for inference store them): taken as trainable parameters, like initializers", promoted))
+		c.warn("promoted", fmt.Sprintf("%d Constant node(s) hold weights (read as a layer's weights; exports made for inference store weights so): taken as trainable parameters, like initializers", promoted))
 	}
 	g.Name = graphName(mp.Graph.GetName(), name)
 	return &Model{Graph: g, Opset: c.opsets[""], Warnings: c.finishWarnings()}, nil
