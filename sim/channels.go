@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/opplace/opplace/cluster"
+import (
+	"slices"
+
+	"github.com/opplace/opplace/cluster"
+)
 
 // Channels are what the simulator's transfers and all-reduces occupy, one
 // at a time each, in the order they were requested. For a cluster of nd
@@ -49,3 +53,50 @@ func tensorChannel(nd, nh, d int) int { return 3*nd + 3*nh + d }
 func fabricChannel(nd, h int) int { return 3*nd + 3*h }
 func nicOut(nd, h int) int        { return 3*nd + 3*h + 1 }
 func nicIn(nd, h int) int         { return 3*nd + 3*h + 2 }
+
+// links are the channels transfers and collectives occupy (see
+// Channels).
+type links struct {
+	// free holds when each channel is next free.
+	free []float64
+	// channelsBuf backs the channel list of one transfer or collective.
+	channelsBuf [6]int
+}
+
+// occupy takes channels res for dur seconds from when all are free, no
+// earlier than now, and returns when that is.
+func (l *links) occupy(res []int, now, dur float64) (start, end float64) {
+	start = now
+	for _, r := range res {
+		start = max(start, l.free[r])
+	}
+	end = start + dur
+	for _, r := range res {
+		l.free[r] = end
+	}
+	return start, end
+}
+
+// ringChannels appends to res the shared channels a ring from device d
+// through the devices of group crosses: d's host's fabric for a peer
+// without a direct link, its network card for a peer on another host.
+func (s *state) ringChannels(res []int, d int, group []int) []int {
+	nd := s.nd
+	h := s.c.Devices[d].Host
+	for _, o := range group {
+		if o == d {
+			continue
+		}
+		switch _, route := s.c.Route(d, o); route {
+		case cluster.RouteIntraHost:
+			if !slices.Contains(res, fabricChannel(nd, h)) {
+				res = append(res, fabricChannel(nd, h))
+			}
+		case cluster.RouteNetwork:
+			if !slices.Contains(res, nicOut(nd, h)) {
+				res = append(res, nicOut(nd, h), nicIn(nd, h))
+			}
+		}
+	}
+	return res
+}

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"github.com/opplace/opplace/graph"
+)
+
+// slots are the stages' schedules as each device follows them (see
+// schedule).
+type slots struct {
+	nslots    int
+	slot      []int32 // per task
+	remaining []int32 // per device*nslots+slot: tasks left in the slot
+	cur       []int32 // per device: the slot it runs
+	devLeft   []int32 // tasks left per device
+
+	// Per stage*M+mb: whether the micro-batch started on the stage and
+	// how many of its tasks there are left; live[st] counts the stage's
+	// micro-batches started and not finished.
+	mbStarted []bool
+	mbLeft    []int32
+	live      []int
+}
+
+// schedule numbers every stage's slots and assigns each task its slot.
+func (s *state) schedule(sched Schedule) {
+	S, M := len(s.stages), s.M
+	const fwd, bwd = 0, 1
+	s.nslots = M
+	if s.training {
+		s.nslots = 2 * M
+	}
+	slotIndex := make([][]int32, S)
+	for i := range slotIndex {
+		slotIndex[i] = slotOrder(sched, s.training, S, i, M)
+	}
+	nd := s.nd
+	s.slot = make([]int32, len(s.taskOp))
+	s.remaining = make([]int32, nd*s.nslots)
+	s.cur = make([]int32, nd)
+	s.devLeft = make([]int32, nd)
+	s.mbStarted = make([]bool, S*M)
+	s.mbLeft = make([]int32, S*M)
+	s.live = make([]int, S)
+	for op := range s.g.Ops {
+		st, phase := s.opStage[op], s.g.Ops[op].Phase
+		idx := slotIndex[st]
+		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
+			mb := int(k - s.taskBase[op])
+			var sl int32
+			switch {
+			case phase == graph.Update:
+				sl = int32(s.nslots - 1)
+			case phase == graph.Backward && s.training:
+				sl = idx[bwd*M+mb]
+			default:
+				sl = idx[fwd*M+mb]
+			}
+			s.slot[k] = sl
+			d := s.dev[op]
+			s.remaining[d*s.nslots+int(sl)]++
+			s.devLeft[d]++
+			if s.perMB[op] {
+				s.mbLeft[st*M+mb]++
+			}
+		}
+	}
+	for d := 0; d < nd; d++ {
+		s.advance(d)
+	}
+}
+
+// advance moves device d's slot past the slots it has finished.
+func (sl *slots) advance(d int) {
+	for int(sl.cur[d]) < sl.nslots-1 && sl.remaining[d*sl.nslots+int(sl.cur[d])] == 0 {
+		sl.cur[d]++
+	}
+}
+
+// slotOrder is the order stage i of S runs its slots in: idx[kind*M+mb]
+// is the slot of micro-batch mb's forward (kind 0) or backward (kind 1)
+// pass. Inference runs the M forwards; GPipe all forwards, then all
+// backwards; 1F1B min(S-i-1, M) warm-up forwards, then one forward and
+// one backward in turn, then the backwards left.
+func slotOrder(sched Schedule, training bool, S, i, M int) []int32 {
+	const fwd, bwd = 0, 1
+	idx := make([]int32, 2*M)
+	k := int32(0)
+	put := func(kind, mb int) { idx[kind*M+mb] = k; k++ }
+	switch {
+	case !training:
+		for m := 0; m < M; m++ {
+			put(fwd, m)
+		}
+	case sched == GPipe:
+		for m := 0; m < M; m++ {
+			put(fwd, m)
+		}
+		for m := 0; m < M; m++ {
+			put(bwd, m)
+		}
+	default:
+		w := min(S-i-1, M)
+		for m := 0; m < w; m++ {
+			put(fwd, m)
+		}
+		for j := 0; j < M-w; j++ {
+			put(fwd, w+j)
+			put(bwd, j)
+		}
+		for m := M - w; m < M; m++ {
+			put(bwd, m)
+		}
+	}
+	return idx
+}
