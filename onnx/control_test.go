@@ -101,6 +101,9 @@ func TestControlFlowOptions(t *testing.T) {
 			warning: "counted as 7 iterations (Options.LoopTrips = 7)"},
 		{name: "loop while sentinel", model: loopModel(math.MaxInt64), opts: Options{LoopTrips: 3}, op: "Loop",
 			shapes: map[string]string{"stacked": "3x4x8"}, macs: 3 * mm, warning: "counted as 3 iterations"},
+		{name: "loop trip count past 2^31", model: loopModel(3_000_000_000), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "?"},
+			macs: mm, estimated: true,
+			warning: `1 Loop node(s) have a constant trip count too large to plan for (first: "Loop_1", trip count M = 3000000000, at least 2^31-1: a while loop's run-until-the-condition-fails sentinel, not a count): one iteration counted`},
 		{name: "loop zero trips", model: loopModel(0), op: "Loop", shapes: map[string]string{"stacked": "0x4x8"}, macs: 0},
 	}
 	for _, tc := range cases {

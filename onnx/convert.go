@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -24,9 +25,12 @@ type converter struct {
 	// unshaped lists, per op type, the nodes whose outputs stayed unknown.
 	unshaped map[string][]string
 	// dynamicIf and dynamicLoop list the If nodes whose condition and the
-	// Loop nodes whose trip count are not constants, in inference order.
+	// Loop nodes whose trip count are not constants, in inference order;
+	// hugeLoop the Loop nodes whose constant trip count is too large to
+	// count (maxTrips or more), with that count.
 	dynamicIf   []string
 	dynamicLoop []string
+	hugeLoop    []hugeLoop
 	// forcedIf lists the If nodes with a run-time condition of which only
 	// one branch could be shaped, so that branch was taken.
 	forcedIf []string
@@ -168,6 +172,43 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 	return sg.g, nil
 }
 
+// shadowed checks an initializer t that gives graph input in its default
+// value: ONNX requires it to have the input's declared element type and
+// shape (a symbolic dimension matching any size), and a clash would
+// otherwise surface as a shape error at the first node that reads it.
+func shadowed(in *onnxpb.ValueInfoProto, t *graph.Tensor) error {
+	tt := in.GetType().GetTensorType()
+	dt := graph.DType(tt.GetElemType())
+	same := tt.GetElemType() == 0 || dt == t.DType
+	if decl := tt.GetShape(); decl != nil {
+		if len(decl.GetDim()) != len(t.Shape) {
+			same = false
+		}
+		for i, d := range decl.GetDim() {
+			if v, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && i < len(t.Shape) && v.DimValue != t.Shape[i] {
+				same = false
+			}
+		}
+	}
+	if same {
+		return nil
+	}
+	declared := "of any shape"
+	if tt.GetShape() != nil {
+		declared = "[" + strings.Join(declaredDims(tt.GetShape()), ",") + "]"
+	}
+	if tt.GetElemType() != 0 {
+		declared = dt.String() + " " + declared
+	}
+	init := make([]string, len(t.Shape))
+	for i, d := range t.Shape {
+		init[i] = strconv.FormatInt(d, 10)
+	}
+	return fmt.Errorf("graph input %q is declared %s, but the initializer of the same name, which gives the input its default value, is %s [%s]: "+
+		"the two must agree (fix the input's declaration or the initializer)",
+		in.GetName(), declared, t.DType, strings.Join(init, ","))
+}
+
 // lookup tells whether a name is visible from enclosing scopes.
 type lookup func(name string) bool
 
@@ -213,8 +254,13 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 		if name == "" {
 			return nil, errors.New("a graph input has no name")
 		}
-		if _, isInit := g.TensorByName(name); isInit {
-			continue // an initializer listed as input (IR < 4): a parameter
+		if id, isInit := g.TensorByName(name); isInit {
+			// An initializer listed as input (IR < 4): a parameter, whose
+			// initializer is the input's default value.
+			if err := shadowed(in, g.Tensor(id)); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		dt := graph.DType(in.GetType().GetTensorType().GetElemType())
 		id, err := g.AddTensor(graph.Tensor{Name: name, DType: dt, Kind: graph.Input})

@@ -218,6 +218,9 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	}
 	v := &value{dtype: graph.DType(tt.GetElemType()), known: true, shape: []int64{}}
 	if s, ok := c.opts.Shapes[name]; ok {
+		if decl := tt.GetShape(); decl != nil && len(decl.GetDim()) != len(s) {
+			return nil, ShapeRankError(c.opts.Knobs, name, s, declaredDims(decl))
+		}
 		v.shape = shapes.Clone(s)
 		for _, d := range tt.GetShape().GetDim() {
 			if p := d.GetDimParam(); p != "" {

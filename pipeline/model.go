@@ -101,6 +101,9 @@ func loadONNX(path string, opts ImportOptions) (*Model, error) {
 	return &Model{Graph: m.Graph, Format: "onnx", Opset: m.Opset, Warnings: m.Warnings}, nil
 }
 
+// modelKinds says what an empty model file should have held.
+const modelKinds = "a model file holds an ONNX model, a TensorFlow GraphDef, a TensorFlow.js model or a costed graph"
+
 // sniffLen is how much of a file the formats look at.
 const sniffLen = 512
 
@@ -114,7 +117,7 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	case st.IsDir():
 		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
 	case st.Size() == 0:
-		return nil, &InputError{fmt.Errorf("%s: the file is empty; expected an ONNX model", path)}
+		return nil, &InputError{fmt.Errorf("%s: the file is empty; %s", path, modelKinds)}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -125,6 +128,9 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	f.Close()
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, err)}
+	}
+	if n < sniffLen && len(bytes.TrimSpace(head[:n])) == 0 {
+		return nil, &InputError{fmt.Errorf("%s: the file is empty (white space only); %s", path, modelKinds)}
 	}
 	format := formatOf(head[:n])
 	if format == nil {

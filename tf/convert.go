@@ -488,11 +488,11 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 	name := nd.GetName()
 	dt := dtypeOf(nd.GetAttr()["dtype"].GetType())
-	if s, ok := c.opts.Import.Shapes[name]; ok {
-		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
-	}
-	if s, ok := c.opts.Import.Shapes[name+":0"]; ok {
-		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
+	key := name
+	given, override := c.opts.Import.Shapes[key]
+	if !override {
+		key = name + ":0"
+		given, override = c.opts.Import.Shapes[key]
 	}
 	dims, ranked := shapeOf(nd.GetAttr()["shape"].GetShape())
 	if c.meta != nil {
@@ -506,6 +506,19 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 				}
 			}
 		}
+	}
+	if override {
+		if ranked && len(dims) != len(given) {
+			decl := make([]string, len(dims))
+			for i, d := range dims {
+				decl[i] = "?"
+				if d >= 0 {
+					decl[i] = strconv.FormatInt(d, 10)
+				}
+			}
+			return nil, onnx.ShapeRankError(c.opts.Import.Knobs, key, given, decl)
+		}
+		return &value{dtype: dt, shape: shapes.Clone(given), ranked: true}, nil
 	}
 	if !ranked || nd.GetAttr()["shape"] == nil && dims == nil {
 		return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, c.opts.Import.Knobs.Shape(name, "D0,D1,..."))
