@@ -42,6 +42,19 @@ type converter struct {
 	// the file, was bound to another size: a reshape whose constant
 	// target still holds the file's size then cannot work (exportBatch).
 	rebatched *exportBatch
+	// reshaped is set when the options' shape for a main-graph input
+	// changed a size the file fixes past the leading axis: a node that
+	// then fails may be failing on the option, not on the model.
+	reshaped *shapeOverride
+}
+
+// shapeOverride records the first axis past the leading one whose fixed
+// size in the file Options.Shapes changed.
+type shapeOverride struct {
+	input      string
+	axis       int
+	file, now  int64
+	givenShape []int64
 }
 
 // exportBatch records the leading size an input had in the file and the
@@ -145,6 +158,9 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 	}
 	for _, name := range sortedKeys(c.opts.Shapes) {
 		if !slices.Contains(sg.inputs, name) {
+			if id, ok := sg.g.TensorByName(name); ok && sg.g.Tensor(id).Kind == graph.Parameter {
+				return nil, fmt.Errorf("%s: %q is a weight of the model (an initializer), whose shape the file fixes, not an input (inputs: %v)", c.opts.Knobs.Shape(name, ""), name, sg.inputs)
+			}
 			return nil, fmt.Errorf("%s: the model has no input named %q (inputs: %v)", c.opts.Knobs.Shape(name, ""), name, sg.inputs)
 		}
 	}
