@@ -165,6 +165,8 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 		}
 	}
 	sc := &scope{vals: map[string]*value{}}
+	batchBinds, byDim := false, ""
+	var fixed *onnxpb.ValueInfoProto // the first input whose leading size the file fixes
 	for _, name := range sg.inputs {
 		id, _ := sg.g.TensorByName(name)
 		var vi *onnxpb.ValueInfoProto
@@ -178,9 +180,25 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 		if err != nil {
 			return nil, err
 		}
+		if _, given := c.opts.Shapes[name]; !given {
+			switch d := vi.GetType().GetTensorType().GetShape().GetDim(); {
+			case len(d) == 0:
+			case d[0].GetDimParam() != "" && c.opts.Dims[d[0].GetDimParam()] > 0:
+				if byDim == "" {
+					byDim = d[0].GetDimParam()
+				}
+			case d[0].GetValue() == nil || d[0].GetDimParam() != "" || d[0].GetDimValue() == c.opts.Batch:
+				batchBinds = true // or the file's batch is the one asked for
+			case fixed == nil:
+				fixed = vi
+			}
+		}
 		c.noteExportBatch(vi, v)
 		sc.vals[name] = v
 		writeTensor(sg.g.Tensor(id), v)
+	}
+	if b := c.opts.Batch; b > 0 && !batchBinds {
+		c.warn("batch", c.batchUnused(fixed, byDim))
 	}
 	if err := c.infer(sg, sc); err != nil {
 		return nil, err
@@ -223,6 +241,20 @@ func shadowed(in *onnxpb.ValueInfoProto, t *graph.Tensor) error {
 	return fmt.Errorf("graph input %q is declared %s, but the initializer of the same name, which gives the input its default value, is %s [%s]: "+
 		"the two must agree (fix the input's declaration or the initializer)",
 		in.GetName(), declared, t.DType, strings.Join(init, ","))
+}
+
+// batchUnused is the warning for Options.Batch when no input's leading
+// dimension is left for it to bind (see BatchUnused). fixed is the first
+// input whose leading size the file fixes (nil: none), byDim the first
+// symbolic leading dimension Options.Dims binds ("": none).
+func (c *converter) batchUnused(fixed *onnxpb.ValueInfoProto, byDim string) string {
+	if byDim != "" {
+		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, c.opts.Knobs.Dim(byDim, strconv.FormatInt(c.opts.Dims[byDim], 10)))
+	}
+	if fixed == nil {
+		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, "")
+	}
+	return BatchUnused(c.opts.Knobs, c.opts.Batch, fixed.GetName(), declaredDims(fixed.GetType().GetTensorType().GetShape()), "")
 }
 
 // lookup tells whether a name is visible from enclosing scopes.

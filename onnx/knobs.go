@@ -126,3 +126,25 @@ func declaredDims(s *onnxpb.TensorShapeProto) []string {
 	}
 	return out
 }
+
+// BatchUnused is the warning for a batch (Options.Batch) that binds no
+// input's leading dimension, so the plan keeps the file's batch. input
+// and declared (one entry per axis) name the first input whose leading
+// size the file fixes at another value ("": none); byDim, when not
+// empty, is the dimension setting that binds the leading dimension
+// instead.
+func BatchUnused(k Knobs, batch int64, input string, declared []string, byDim string) string {
+	if k == nil {
+		k = Fields{}
+	}
+	msg := fmt.Sprintf("%s binds nothing: no input of the model has a free leading dimension", k.Batch(strconv.FormatInt(batch, 10)))
+	switch {
+	case byDim != "":
+		return fmt.Sprintf("%s (%s binds it, and takes precedence)", msg, byDim)
+	case input == "" || len(declared) == 0:
+		return msg
+	}
+	given := append([]string{strconv.FormatInt(batch, 10)}, declared[1:]...)
+	return fmt.Sprintf("%s (input %q is %s in the file), so the plan keeps the file's batch; set it with %s",
+		msg, input, strings.Join(declared, "×"), k.Shape(input, strings.Join(given, ",")))
+}

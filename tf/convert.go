@@ -36,6 +36,13 @@ const maxPasses = 8
 type converter struct {
 	name  string
 	opts  Options
+	// batchBinds is set when Options.Import.Batch binds a placeholder's
+	// leading dimension (or the file fixes it at that size); batchFixed
+	// and batchFixedDims name the first placeholder whose leading size
+	// the file fixes at another.
+	batchBinds     bool
+	batchFixed     string
+	batchFixedDims []string
 	meta  *jsMeta
 	nodes []tfNode
 	index map[string]int
@@ -523,6 +530,17 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 	if !ranked || nd.GetAttr()["shape"] == nil && dims == nil {
 		return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, c.opts.Import.Knobs.Shape(name, "D0,D1,..."))
 	}
+	if b := c.opts.Import.Batch; b > 0 && len(dims) > 0 {
+		switch {
+		case dims[0] < 0 || dims[0] == b:
+			c.batchBinds = true
+		case c.batchFixed == "":
+			c.batchFixed = name
+			for _, d := range dims {
+				c.batchFixedDims = append(c.batchFixedDims, strconv.FormatInt(d, 10))
+			}
+		}
+	}
 	for axis, d := range dims {
 		if d == 0 {
 			c.warn("empty:"+name, fmt.Sprintf("input %q axis %d has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it", name, axis))
@@ -631,6 +649,9 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 	if len(c.opts.Import.Dims) > 0 {
 		k := c.opts.Import.Knobs
 		c.warn("dims", fmt.Sprintf("%s binds named dimensions, which TensorFlow graphs do not have; use %s or %s", k.Dim("", ""), k.Batch(""), k.Shape("", "")))
+	}
+	if b := c.opts.Import.Batch; b > 0 && !c.batchBinds {
+		c.warn("batch", onnx.BatchUnused(c.opts.Import.Knobs, b, c.batchFixed, c.batchFixedDims, ""))
 	}
 	for name := range c.opts.Import.Shapes {
 		i, ok := c.index[strings.TrimSuffix(name, ":0")]
