@@ -34,8 +34,8 @@ type tfNode struct {
 const maxPasses = 8
 
 type converter struct {
-	name  string
-	opts  Options
+	name string
+	opts Options
 	// batchBinds is set when Options.Import.Batch binds a placeholder's
 	// leading dimension (or the file fixes it at that size); batchFixed
 	// and batchFixedDims name the first placeholder whose leading size
@@ -43,10 +43,10 @@ type converter struct {
 	batchBinds     bool
 	batchFixed     string
 	batchFixedDims []string
-	meta  *jsMeta
-	nodes []tfNode
-	index map[string]int
-	order []int
+	meta           *jsMeta
+	nodes          []tfNode
+	index          map[string]int
+	order          []int
 	// vals[node][output] is what inference knows of each tensor.
 	vals [][]*value
 	// declared holds, by tensor name, what is known of tensors beyond
