@@ -183,7 +183,7 @@ func loopTrips(n *node) (trips int64, constant, huge bool) {
 	if c, ok := n.ints(1); ok && len(c) == 1 && c[0] == 0 {
 		return 0, true, false
 	}
-	if t, ok := n.ints(0); ok && len(t) == 1 && t[0] >= 0 {
+	if t, ok := n.ints(0); ok && len(t) == 1 {
 		if t[0] >= maxTrips {
 			return t[0], false, true
 		}
@@ -194,6 +194,11 @@ func loopTrips(n *node) (trips int64, constant, huge bool) {
 
 func inferLoop(n *node) error {
 	trip, constant, huge := loopTrips(n)
+	if constant && trip < 0 {
+		// Runtimes loop while the iteration number is below M.
+		n.c.warn("loop-negative:"+n.name, fmt.Sprintf("Loop node %q: trip count M = %d is negative, so the loop runs no iteration (as ONNX Runtime runs it)", n.name, trip))
+		trip = 0
+	}
 	estimated := false
 	if huge {
 		n.c.hugeLoop = append(n.c.hugeLoop, hugeLoop{n.name, trip})

@@ -277,3 +277,27 @@ func TestIfConstantDeadBranch(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopNegativeTrips: a constant M below zero runs no iteration (a
+// runtime loops while the iteration number is below M); the warning
+// names the Loop and M rather than calling M not a constant.
+func TestLoopNegativeTrips(t *testing.T) {
+	b := loopModel(5)
+	for _, in := range b.m.Graph.Initializer {
+		if in.GetName() == "trip" {
+			in.Int64Data = []int64{-5}
+		}
+	}
+	m, err := Decode(b.bytes(t), "cf.onnx", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := m.Graph.TensorByName("stacked")
+	if s := m.Graph.Tensor(id).ShapeString(); s != "0x4x8" {
+		t.Errorf("stacked = %s, want 0x4x8", s)
+	}
+	want := `Loop node "Loop_1": trip count M = -5 is negative, so the loop runs no iteration`
+	if !slices.ContainsFunc(m.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("warnings %q, want one containing %q", m.Warnings, want)
+	}
+}
