@@ -43,10 +43,14 @@ type converter struct {
 	batchBinds     bool
 	batchFixed     string
 	batchFixedDims []string
-	meta           *jsMeta
-	nodes          []tfNode
-	index          map[string]int
-	order          []int
+	// shapeHint, when not empty, says which Options.Import.Shapes entry
+	// changed a size the file fixes: a node that then fails may be
+	// failing on the option, not on the model.
+	shapeHint string
+	meta      *jsMeta
+	nodes     []tfNode
+	index     map[string]int
+	order     []int
 	// vals[node][output] is what inference knows of each tensor.
 	vals [][]*value
 	// declared holds, by tensor name, what is known of tensors beyond
@@ -345,7 +349,7 @@ func (c *converter) inferAll() error {
 			n.ta = c.array(arrays, i)
 		}
 		if err := c.inferNode(n); err != nil {
-			return fmt.Errorf("node %s: %v", label(nd), err)
+			return fmt.Errorf("node %s: %v%s", label(nd), err, c.shapeHint)
 		}
 		c.vals[i] = n.out
 		c.works[i] = n.work
@@ -524,6 +528,16 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 				}
 			}
 			return nil, onnx.ShapeRankError(c.opts.Import.Knobs, key, given, decl)
+		}
+		for axis, d := range dims {
+			if d >= 0 && d != given[axis] && c.shapeHint == "" {
+				g := make([]string, len(given))
+				for i, x := range given {
+					g[i] = strconv.FormatInt(x, 10)
+				}
+				c.shapeHint = fmt.Sprintf("; %s sets axis %d of input %q to %d, where the model declares %d",
+					c.opts.Import.Knobs.Shape(key, strings.Join(g, ",")), axis, name, given[axis], d)
+			}
 		}
 		return &value{dtype: dt, shape: shapes.Clone(given), ranked: true}, nil
 	}
