@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -168,23 +169,43 @@ func inferIf(n *node) error {
 // INT64_MAX as M of while loops.
 const maxTrips = math.MaxInt32
 
+// hugeLoop is a Loop whose constant trip count M is maxTrips or more.
+type hugeLoop struct {
+	name string
+	m    int64
+}
+
 // loopTrips returns a Loop's trip count when it is a constant: M when it
-// folds to a real count, 0 when the initial condition is false.
-func loopTrips(n *node) (int64, bool) {
+// folds to a real count, 0 when the initial condition is false. huge is
+// true when M folds to maxTrips or more (returned as the count, not
+// constant): a while loop's sentinel, not a count to plan for.
+func loopTrips(n *node) (trips int64, constant, huge bool) {
 	if c, ok := n.ints(1); ok && len(c) == 1 && c[0] == 0 {
-		return 0, true
+		return 0, true, false
 	}
-	if t, ok := n.ints(0); ok && len(t) == 1 && t[0] >= 0 && t[0] < maxTrips {
-		return t[0], true
+	if t, ok := n.ints(0); ok && len(t) == 1 {
+		if t[0] >= maxTrips {
+			return t[0], false, true
+		}
+		return t[0], true, false
 	}
-	return 0, false
+	return 0, false, false
 }
 
 func inferLoop(n *node) error {
-	trip, constant := loopTrips(n)
+	trip, constant, huge := loopTrips(n)
+	if constant && trip < 0 {
+		// Runtimes loop while the iteration number is below M.
+		n.c.warn("loop-negative:"+n.name, fmt.Sprintf("Loop node %q: trip count M = %d is negative, so the loop runs no iteration (as ONNX Runtime runs it)", n.name, trip))
+		trip = 0
+	}
 	estimated := false
-	if !constant {
+	if huge {
+		n.c.hugeLoop = append(n.c.hugeLoop, hugeLoop{n.name, trip})
+	} else if !constant {
 		n.c.dynamicLoop = append(n.c.dynamicLoop, n.name)
+	}
+	if !constant {
 		trip = n.c.opts.LoopTrips
 		if trip <= 0 {
 			trip, estimated = -1, true
@@ -235,8 +256,16 @@ func inferLoop(n *node) error {
 // that found nothing to apply to.
 func (c *converter) controlFlowWarnings() {
 	k := c.opts.Knobs
-	if n := len(c.dynamicLoop); n > 0 {
-		msg := fmt.Sprintf("%d Loop node(s) have no constant trip count (first: %q): ", n, c.dynamicLoop[0])
+	if len(c.dynamicLoop)+len(c.hugeLoop) > 0 {
+		var why []string
+		if n := len(c.dynamicLoop); n > 0 {
+			why = append(why, fmt.Sprintf("%d Loop node(s) have no constant trip count (first: %q)", n, c.dynamicLoop[0]))
+		}
+		if n := len(c.hugeLoop); n > 0 {
+			h := c.hugeLoop[0]
+			why = append(why, fmt.Sprintf("%d Loop node(s) have a constant trip count too large to plan for (first: %q, trip count M = %d, at least 2^31-1: a while loop's run-until-the-condition-fails sentinel, not a count)", n, h.name, h.m))
+		}
+		msg := strings.Join(why, "; ") + ": "
 		if t := c.opts.LoopTrips; t > 0 {
 			msg += fmt.Sprintf("counted as %d iterations (%s)", t, k.LoopTrips(strconv.FormatInt(t, 10)))
 		} else {

@@ -101,6 +101,9 @@ func TestControlFlowOptions(t *testing.T) {
 			warning: "counted as 7 iterations (Options.LoopTrips = 7)"},
 		{name: "loop while sentinel", model: loopModel(math.MaxInt64), opts: Options{LoopTrips: 3}, op: "Loop",
 			shapes: map[string]string{"stacked": "3x4x8"}, macs: 3 * mm, warning: "counted as 3 iterations"},
+		{name: "loop trip count past 2^31", model: loopModel(3_000_000_000), op: "Loop", shapes: map[string]string{"final": "4x8", "stacked": "?"},
+			macs: mm, estimated: true,
+			warning: `1 Loop node(s) have a constant trip count too large to plan for (first: "Loop_1", trip count M = 3000000000, at least 2^31-1: a while loop's run-until-the-condition-fails sentinel, not a count): one iteration counted`},
 		{name: "loop zero trips", model: loopModel(0), op: "Loop", shapes: map[string]string{"stacked": "0x4x8"}, macs: 0},
 	}
 	for _, tc := range cases {
@@ -272,5 +275,29 @@ func TestIfConstantDeadBranch(t *testing.T) {
 		if strings.Contains(w, "If") {
 			t.Errorf("warning %q for Ifs with constant conditions", w)
 		}
+	}
+}
+
+// TestLoopNegativeTrips: a constant M below zero runs no iteration (a
+// runtime loops while the iteration number is below M); the warning
+// names the Loop and M rather than calling M not a constant.
+func TestLoopNegativeTrips(t *testing.T) {
+	b := loopModel(5)
+	for _, in := range b.m.Graph.Initializer {
+		if in.GetName() == "trip" {
+			in.Int64Data = []int64{-5}
+		}
+	}
+	m, err := Decode(b.bytes(t), "cf.onnx", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := m.Graph.TensorByName("stacked")
+	if s := m.Graph.Tensor(id).ShapeString(); s != "0x4x8" {
+		t.Errorf("stacked = %s, want 0x4x8", s)
+	}
+	want := `Loop node "Loop_1": trip count M = -5 is negative, so the loop runs no iteration`
+	if !slices.ContainsFunc(m.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("warnings %q, want one containing %q", m.Warnings, want)
 	}
 }

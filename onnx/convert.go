@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -24,9 +25,12 @@ type converter struct {
 	// unshaped lists, per op type, the nodes whose outputs stayed unknown.
 	unshaped map[string][]string
 	// dynamicIf and dynamicLoop list the If nodes whose condition and the
-	// Loop nodes whose trip count are not constants, in inference order.
+	// Loop nodes whose trip count are not constants, in inference order;
+	// hugeLoop the Loop nodes whose constant trip count is too large to
+	// count (maxTrips or more), with that count.
 	dynamicIf   []string
 	dynamicLoop []string
+	hugeLoop    []hugeLoop
 	// forcedIf lists the If nodes with a run-time condition of which only
 	// one branch could be shaped, so that branch was taken.
 	forcedIf []string
@@ -38,6 +42,19 @@ type converter struct {
 	// the file, was bound to another size: a reshape whose constant
 	// target still holds the file's size then cannot work (exportBatch).
 	rebatched *exportBatch
+	// reshaped is set when the options' shape for a main-graph input
+	// changed a size the file fixes past the leading axis: a node that
+	// then fails may be failing on the option, not on the model.
+	reshaped *shapeOverride
+}
+
+// shapeOverride records the first axis past the leading one whose fixed
+// size in the file Options.Shapes changed.
+type shapeOverride struct {
+	input      string
+	axis       int
+	file, now  int64
+	givenShape []int64
 }
 
 // exportBatch records the leading size an input had in the file and the
@@ -141,10 +158,15 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 	}
 	for _, name := range sortedKeys(c.opts.Shapes) {
 		if !slices.Contains(sg.inputs, name) {
+			if id, ok := sg.g.TensorByName(name); ok && sg.g.Tensor(id).Kind == graph.Parameter {
+				return nil, fmt.Errorf("%s: %q is a weight of the model (an initializer), whose shape the file fixes, not an input (inputs: %v)", c.opts.Knobs.Shape(name, ""), name, sg.inputs)
+			}
 			return nil, fmt.Errorf("%s: the model has no input named %q (inputs: %v)", c.opts.Knobs.Shape(name, ""), name, sg.inputs)
 		}
 	}
 	sc := &scope{vals: map[string]*value{}}
+	batchBinds, byDim := false, ""
+	var fixed *onnxpb.ValueInfoProto // the first input whose leading size the file fixes
 	for _, name := range sg.inputs {
 		id, _ := sg.g.TensorByName(name)
 		var vi *onnxpb.ValueInfoProto
@@ -158,14 +180,81 @@ func (c *converter) convert(gp *onnxpb.GraphProto) (*graph.Graph, error) {
 		if err != nil {
 			return nil, err
 		}
+		if _, given := c.opts.Shapes[name]; !given {
+			switch d := vi.GetType().GetTensorType().GetShape().GetDim(); {
+			case len(d) == 0:
+			case d[0].GetDimParam() != "" && c.opts.Dims[d[0].GetDimParam()] > 0:
+				if byDim == "" {
+					byDim = d[0].GetDimParam()
+				}
+			case d[0].GetValue() == nil || d[0].GetDimParam() != "" || d[0].GetDimValue() == c.opts.Batch:
+				batchBinds = true // or the file's batch is the one asked for
+			case fixed == nil:
+				fixed = vi
+			}
+		}
 		c.noteExportBatch(vi, v)
 		sc.vals[name] = v
 		writeTensor(sg.g.Tensor(id), v)
+	}
+	if b := c.opts.Batch; b > 0 && !batchBinds {
+		c.warn("batch", c.batchUnused(fixed, byDim))
 	}
 	if err := c.infer(sg, sc); err != nil {
 		return nil, err
 	}
 	return sg.g, nil
+}
+
+// shadowed checks an initializer t that gives graph input in its default
+// value: ONNX requires it to have the input's declared element type and
+// shape (a symbolic dimension matching any size), and a clash would
+// otherwise surface as a shape error at the first node that reads it.
+func shadowed(in *onnxpb.ValueInfoProto, t *graph.Tensor) error {
+	tt := in.GetType().GetTensorType()
+	dt := graph.DType(tt.GetElemType())
+	same := tt.GetElemType() == 0 || dt == t.DType
+	if decl := tt.GetShape(); decl != nil {
+		if len(decl.GetDim()) != len(t.Shape) {
+			same = false
+		}
+		for i, d := range decl.GetDim() {
+			if v, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && i < len(t.Shape) && v.DimValue != t.Shape[i] {
+				same = false
+			}
+		}
+	}
+	if same {
+		return nil
+	}
+	declared := "of any shape"
+	if tt.GetShape() != nil {
+		declared = "[" + strings.Join(declaredDims(tt.GetShape()), ",") + "]"
+	}
+	if tt.GetElemType() != 0 {
+		declared = dt.String() + " " + declared
+	}
+	init := make([]string, len(t.Shape))
+	for i, d := range t.Shape {
+		init[i] = strconv.FormatInt(d, 10)
+	}
+	return fmt.Errorf("graph input %q is declared %s, but the initializer of the same name, which gives the input its default value, is %s [%s]: "+
+		"the two must agree (fix the input's declaration or the initializer)",
+		in.GetName(), declared, t.DType, strings.Join(init, ","))
+}
+
+// batchUnused is the warning for Options.Batch when no input's leading
+// dimension is left for it to bind (see BatchUnused). fixed is the first
+// input whose leading size the file fixes (nil: none), byDim the first
+// symbolic leading dimension Options.Dims binds ("": none).
+func (c *converter) batchUnused(fixed *onnxpb.ValueInfoProto, byDim string) string {
+	if byDim != "" {
+		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, c.opts.Knobs.Dim(byDim, strconv.FormatInt(c.opts.Dims[byDim], 10)))
+	}
+	if fixed == nil {
+		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, "")
+	}
+	return BatchUnused(c.opts.Knobs, c.opts.Batch, fixed.GetName(), declaredDims(fixed.GetType().GetTensorType().GetShape()), "")
 }
 
 // lookup tells whether a name is visible from enclosing scopes.
@@ -213,8 +302,13 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 		if name == "" {
 			return nil, errors.New("a graph input has no name")
 		}
-		if _, isInit := g.TensorByName(name); isInit {
-			continue // an initializer listed as input (IR < 4): a parameter
+		if id, isInit := g.TensorByName(name); isInit {
+			// An initializer listed as input (IR < 4): a parameter, whose
+			// initializer is the input's default value.
+			if err := shadowed(in, g.Tensor(id)); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		dt := graph.DType(in.GetType().GetTensorType().GetElemType())
 		id, err := g.AddTensor(graph.Tensor{Name: name, DType: dt, Kind: graph.Input})

@@ -45,6 +45,12 @@ func TestBadInput(t *testing.T) {
 		node("Expand", strs("x", "s"), strs("y")).output("y")
 	unbound := newModel(17).symInput("input_ids", i64, "batch", 128).node("Relu", strs("input_ids"), strs("y")).output("y")
 	noSuchShape := newModel(17).input("x", f32, 2).node("Relu", strs("x"), strs("y")).output("y")
+	// IR < 4 style: weight w listed as a graph input too, its initializer
+	// the default; clash declares it 4×3 against an 8×8 initializer.
+	asInput := newModel(17).input("x", f32, 2, 4).input("w", f32, 4, 3).weight("w", 4, 3).node("MatMul", strs("x", "w"), strs("y")).output("y")
+	clash := newModel(17).input("x", f32, 2, 4).input("w", f32, 4, 3).weight("w", 8, 8).node("MatMul", strs("x", "w"), strs("y")).output("y")
+	// A 3-channel convolution planned at 4 channels through Shapes.
+	conv := newModel(17).input("x", f32, 1, 3, 8, 8).weight("k", 2, 3, 3, 3).node("Conv", strs("x", "k"), strs("y")).output("y")
 	// 520 activations of 2^51 bytes each: every tensor is legal, their
 	// sum passes 2^60 bytes.
 	manyBig := newModel(17).input("x", f32, 1<<25, 1<<24)
@@ -88,6 +94,14 @@ func TestBadInput(t *testing.T) {
 			want: `bind it with cfg.Dims["batch"] = N or cfg.Batch = N`},
 		{name: "unknown Shapes input", data: noSuchShape.bytes(t), opts: Options{Shapes: map[string][]int64{"y": {1}}},
 			want: `Options.Shapes["y"]: the model has no input named "y"`},
+		{name: "Shapes naming a weight", data: asInput.bytes(t), opts: Options{Shapes: map[string][]int64{"w": {4, 3}}},
+			want: `Options.Shapes["w"]: "w" is a weight of the model (an initializer), whose shape the file fixes, not an input (inputs: [x])`},
+		{name: "Shapes of the wrong rank", data: noSuchShape.bytes(t), opts: Options{Shapes: map[string][]int64{"x": {1, 2}}},
+			want: `Options.Shapes["x"] = []int64{1,2}: the model declares x with 1 axis (2), the shape given has 2`},
+		{name: "Shapes changing a fixed axis", data: conv.bytes(t), opts: Options{Shapes: map[string][]int64{"x": {1, 4, 8, 8}}},
+			want: `node "Conv_0" (Conv): input channels 4 / group 1 do not match weight [2 3 3 3]; Options.Shapes["x"] = []int64{1,4,8,8} sets axis 1 of input "x" to 4, where the model declares 3`},
+		{name: "initializer clashing with its input", data: clash.bytes(t),
+			want: `graph input "w" is declared float32 [4,3], but the initializer of the same name, which gives the input its default value, is float32 [8,8]`},
 		{name: "negative batch", data: noSuchShape.bytes(t), opts: Options{Batch: -1}, want: "the batch size -1 must be positive"},
 		{name: "zero dim", data: unbound.bytes(t), opts: Options{Dims: map[string]int64{"batch": 0}},
 			want: `dimension "batch" bound to 0: a dimension must be positive`},

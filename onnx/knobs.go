@@ -2,7 +2,10 @@ package onnx
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
 // Knobs names the settings an import message tells the user to change,
@@ -78,4 +81,70 @@ func (f Fields) IfBranch(b string) string {
 		alts[i] = fmt.Sprintf("%q", a)
 	}
 	return assign(f.field("IfBranch"), strings.Join(alts, "|"))
+}
+
+// ShapeRankError is the error for a shape given for input (Options.Shapes,
+// given) with another number of axes than the model declares for it
+// (declared, one entry per axis: a size, a symbolic name or "?"). It
+// blames the setting by name, before any node trips over the shape.
+func ShapeRankError(k Knobs, input string, given []int64, declared []string) error {
+	if k == nil {
+		k = Fields{}
+	}
+	dims := make([]string, len(given))
+	for i, d := range given {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	decl := "a scalar"
+	if len(declared) > 0 {
+		decl = strings.Join(declared, "×")
+	}
+	return fmt.Errorf("%s: the model declares %s with %s (%s), the shape given has %d",
+		k.Shape(input, strings.Join(dims, ",")), input, axes(len(declared)), decl, len(given))
+}
+
+func axes(n int) string {
+	if n == 1 {
+		return "1 axis"
+	}
+	return fmt.Sprintf("%d axes", n)
+}
+
+// declaredDims are an ONNX input's declared dimensions as ShapeRankError
+// writes them.
+func declaredDims(s *onnxpb.TensorShapeProto) []string {
+	out := make([]string, len(s.GetDim()))
+	for i, d := range s.GetDim() {
+		switch x := d.GetValue().(type) {
+		case *onnxpb.TensorShapeProto_Dimension_DimValue:
+			out[i] = strconv.FormatInt(x.DimValue, 10)
+		case *onnxpb.TensorShapeProto_Dimension_DimParam:
+			out[i] = x.DimParam
+		default:
+			out[i] = "?"
+		}
+	}
+	return out
+}
+
+// BatchUnused is the warning for a batch (Options.Batch) that binds no
+// input's leading dimension, so the plan keeps the file's batch. input
+// and declared (one entry per axis) name the first input whose leading
+// size the file fixes at another value ("": none); byDim, when not
+// empty, is the dimension setting that binds the leading dimension
+// instead.
+func BatchUnused(k Knobs, batch int64, input string, declared []string, byDim string) string {
+	if k == nil {
+		k = Fields{}
+	}
+	msg := fmt.Sprintf("%s binds nothing: no input of the model has a free leading dimension", k.Batch(strconv.FormatInt(batch, 10)))
+	switch {
+	case byDim != "":
+		return fmt.Sprintf("%s (%s binds it, and takes precedence)", msg, byDim)
+	case input == "" || len(declared) == 0:
+		return msg
+	}
+	given := append([]string{strconv.FormatInt(batch, 10)}, declared[1:]...)
+	return fmt.Sprintf("%s (input %q is %s in the file), so the plan keeps the file's batch; set it with %s",
+		msg, input, strings.Join(declared, "×"), k.Shape(input, strings.Join(given, ",")))
 }

@@ -85,6 +85,10 @@ func (c *converter) infer(sg *subgraph, sc *scope) error {
 			if len(ref.ins) > 1 {
 				hint = c.bakedBatchHint(n, ref.ins[1])
 			}
+			if r := c.reshaped; r != nil && hint == "" {
+				hint = fmt.Sprintf("; %s sets axis %d of input %q to %d, where the model declares %d",
+					c.opts.Knobs.Shape(r.input, strings.ReplaceAll(graph.FormatShape(r.givenShape, true), "x", ",")), r.axis, r.input, r.now, r.file)
+			}
 			return fmt.Errorf("node %q (%s): %v%s", op.Name, op.Type, err, hint)
 		}
 		op.Work = n.work
@@ -218,6 +222,14 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	}
 	v := &value{dtype: graph.DType(tt.GetElemType()), known: true, shape: []int64{}}
 	if s, ok := c.opts.Shapes[name]; ok {
+		if decl := tt.GetShape(); decl != nil && len(decl.GetDim()) != len(s) {
+			return nil, ShapeRankError(c.opts.Knobs, name, s, declaredDims(decl))
+		}
+		for axis, d := range tt.GetShape().GetDim() {
+			if x, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && axis > 0 && x.DimValue != s[axis] && c.depth == 0 && c.reshaped == nil {
+				c.reshaped = &shapeOverride{input: name, axis: axis, file: x.DimValue, now: s[axis], givenShape: s}
+			}
+		}
 		v.shape = shapes.Clone(s)
 		for _, d := range tt.GetShape().GetDim() {
 			if p := d.GetDimParam(); p != "" {

@@ -165,7 +165,7 @@ func bindInputs(g *onnxpb.GraphProto, o Options, knobs Knobs) (map[string]int64,
 		if s, ok := o.Shapes[name]; ok {
 			old := tt.GetShape().GetDim()
 			if tt.GetShape() != nil && len(old) != len(s) {
-				return nil, fmt.Errorf("input %q has %d dimensions, but %s gives %d", name, len(old), knobs.Shape(name, ""), len(s))
+				return nil, ShapeRankError(knobs, name, s, declaredDims(tt.GetShape()))
 			}
 			for i, d := range old {
 				if p := d.GetDimParam(); p != "" {

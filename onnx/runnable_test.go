@@ -66,7 +66,7 @@ func TestRunnableTiny(t *testing.T) {
 		{name: "dim beats batch", o: RunnableOptions{Options: Options{Batch: 5, Dims: map[string]int64{"batch": 3}}}, want: []int64{3, 4}},
 		{name: "unbound", o: RunnableOptions{}, wantErr: `input "x" axis 0 is the symbolic dimension "batch"; bind it with Options.Dims["batch"] = N or Options.Batch = N`},
 		{name: "no such input", o: RunnableOptions{Options: Options{Batch: 1, Shapes: map[string][]int64{"q": {1}}}}, wantErr: `Options.Shapes["q"]: the model has no input named "q"`},
-		{name: "rank", o: RunnableOptions{Options: Options{Shapes: map[string][]int64{"x": {1, 2, 3}}}}, wantErr: `input "x" has 2 dimensions, but Options.Shapes["x"] gives 3`},
+		{name: "rank", o: RunnableOptions{Options: Options{Shapes: map[string][]int64{"x": {1, 2, 3}}}}, wantErr: `Options.Shapes["x"] = []int64{1,2,3}: the model declares x with 2 axes (batch×4), the shape given has 3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Runnable(data, tc.o)

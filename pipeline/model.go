@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -66,12 +70,12 @@ type Annotation struct {
 // head reads it. ONNX comes last and accepts anything, so a file that is
 // nothing known gets the protobuf reader's error.
 var formats = []Format{
-	{Name: "costed", Sniff: costed.Sniff, Load: func(path string, _ ImportOptions) (*Model, error) {
+	{Name: "costed", Sniff: costed.Sniff, Load: func(path string, o ImportOptions) (*Model, error) {
 		m, err := costed.Load(path)
 		if err != nil {
 			return nil, err
 		}
-		return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: m.Warnings}, nil
+		return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: append(m.Warnings, unusedShapes(o)...)}, nil
 	}},
 	// TensorFlow: binary and text GraphDefs and TF.js graph models; it
 	// also takes any other JSON, to say why it is not a graph model.
@@ -93,6 +97,29 @@ var formats = []Format{
 	}},
 }
 
+// unusedShapes warns of the shape options a costed graph ignores: its
+// op times and sizes are fixed in the file.
+func unusedShapes(o ImportOptions) []string {
+	k := o.Knobs
+	if k == nil {
+		k = onnx.Fields{}
+	}
+	var set []string
+	if o.Batch > 0 {
+		set = append(set, k.Batch(strconv.FormatInt(o.Batch, 10)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Dims)) {
+		set = append(set, k.Dim(name, strconv.FormatInt(o.Dims[name], 10)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Shapes)) {
+		set = append(set, k.Shape(name, ""))
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s changes nothing: a costed graph's op times and sizes are fixed in the file", strings.Join(set, ", "))}
+}
+
 func loadONNX(path string, opts ImportOptions) (*Model, error) {
 	m, err := onnx.Load(path, opts)
 	if err != nil {
@@ -100,6 +127,9 @@ func loadONNX(path string, opts ImportOptions) (*Model, error) {
 	}
 	return &Model{Graph: m.Graph, Format: "onnx", Opset: m.Opset, Warnings: m.Warnings}, nil
 }
+
+// modelKinds says what an empty model file should have held.
+const modelKinds = "a model file holds an ONNX model, a TensorFlow GraphDef, a TensorFlow.js model or a costed graph"
 
 // sniffLen is how much of a file the formats look at.
 const sniffLen = 512
@@ -114,7 +144,7 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	case st.IsDir():
 		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
 	case st.Size() == 0:
-		return nil, &InputError{fmt.Errorf("%s: the file is empty; expected an ONNX model", path)}
+		return nil, &InputError{fmt.Errorf("%s: the file is empty; %s", path, modelKinds)}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -125,6 +155,9 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	f.Close()
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, err)}
+	}
+	if n < sniffLen && len(bytes.TrimSpace(head[:n])) == 0 {
+		return nil, &InputError{fmt.Errorf("%s: the file is empty (white space only); %s", path, modelKinds)}
 	}
 	format := formatOf(head[:n])
 	if format == nil {

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/internal/printable"
 )
 
 // Format is an output format for a plan.
@@ -58,6 +59,10 @@ func Write(w io.Writer, p *Plan, f Format) error {
 // WriteTable renders the human summary: the prediction beside its bound,
 // then one row per device.
 func WriteTable(w io.Writer, p *Plan) error {
+	// Names come from model and cluster files: what a terminal would act
+	// on (controls, bidi overrides) is escaped, before the columns are
+	// aligned.
+	w = printable.Writer(w)
 	var b strings.Builder
 	fmt.Fprintf(&b, "model:      %s (%s)\n", p.Model, p.Mode)
 	if p.Precision != "" {
@@ -99,7 +104,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "DEVICE\tTYPE\tHOST\tOPS\tBUSY (ms)\tUTIL\tPEAK MEMORY\tCAPACITY\tUSED")
 	for _, d := range p.Devices {
 		util, used := 0.0, 0.0
@@ -117,7 +122,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	if slices.ContainsFunc(p.Devices, func(d Device) bool { return d.Breakdown != nil }) {
 		fmt.Fprintf(w, "\nweights held per device (%s; activations are the rest of the peak):\n", p.Precision)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintln(tw, "DEVICE\tWEIGHTS\tHALF COPY\tGRADIENTS\tOPTIMIZER STATE")
 		for _, d := range p.Devices {
 			if b := d.Breakdown; b != nil && *b != (MemoryBreakdown{}) {
@@ -139,7 +144,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 			fmt.Fprintf(w, ", bubble %.1f%%", 100*p.BubbleFraction)
 		}
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintln(tw, "STAGE\tDEVICES\tREPLICAS\tOPS\tTIME (ms)\tCOMPUTE\tCOMM\tSYNC\tALL-REDUCE\tSENDS\tPEAK MEMORY\tFIRST OP\tLAST OP")
 		for _, s := range p.Stages {
 			reps := fmt.Sprint(s.Replicas)
@@ -161,7 +166,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	if len(p.Candidates) > 1 {
 		fmt.Fprintln(w, "\ncandidates (solve times vary from run to run):")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintln(tw, "STRATEGY\tFAMILY\tSHAPE\tSTEP (ms)\tSAMPLES/S\tPEAK MEMORY\tFITS\tSOLVE (ms)\tWHY NOT CHOSEN")
 		for _, c := range p.Candidates {
 			step, tput, peak, fits := "-", "-", "-", "-"
@@ -201,7 +206,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	if len(p.Rules) > 0 {
 		fmt.Fprintln(w, "\nrules (every hard rule holds in this plan):")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintln(tw, "RULE\tFROM\tOPS\tDEVICES\tEFFECT")
 		for _, r := range p.Rules {
 			rule := r.Rule
@@ -249,6 +254,12 @@ func WriteTable(w io.Writer, p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// newTable aligns the columns of what is written to it, escaped first
+// (see printable.Columns).
+func newTable(w io.Writer) printable.Columns {
+	return printable.NewColumns(tabwriter.NewWriter(w, 0, 4, 2, ' ', 0))
 }
 
 // devices shortens a long device list for the table: the first three and

@@ -350,6 +350,9 @@ func Load(path string) (*Profile, error) {
 
 // Parse decodes a profile; name labels errors.
 func Parse(name string, data []byte) (*Profile, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: the file is empty; expected an opplace profile (make one with `opplace profile MODEL`)", name)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Profile

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/view"
 )
@@ -42,7 +43,10 @@ func Write(ctx context.Context, w io.Writer, p *plan.Plan, o Options) error {
 	if err := pageTemplate.Execute(&b, pg); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	_, err := w.Write(b.Bytes())
+	// Names from the model (in text, titles and the embedded views)
+	// reach the page as they are; the template escapes markup, and
+	// printable what a browser would act on (controls, bidi overrides).
+	_, err := io.WriteString(w, printable.Text(b.String()))
 	return err
 }
 

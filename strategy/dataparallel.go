@@ -37,12 +37,18 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 		return nil, fmt.Errorf("dp: %w: every replica runs every op, so it breaks %s", ErrNotApplicable, p.Apart[0].Rule)
 	}
 	var out []Proposal
+	var why noReplicas
 	for _, cl := range p.Costs.Classes() {
-		if len(cl) < 2 || !canRunAll(p.Costs, cl[0]) {
+		if len(cl) < 2 {
+			continue
+		}
+		if op, ok := firstUnrunnable(p.Costs, cl[0]); !ok {
+			why.cannotRun(cl[0], op)
 			continue
 		}
 		for r := len(cl); r >= 2; r /= 2 {
 			if p.Batch > 0 && int64(r) > p.Batch {
+				why.batch(r)
 				continue
 			}
 			for _, z := range dp.levels {
@@ -76,7 +82,7 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("dp: %w: no two devices of one type run every op", ErrNotApplicable)
+		return nil, why.err("dp", p.Costs, p.Batch, "no two devices of one type")
 	}
 	if dp.recompute == "" {
 		out = recomputeVariants(p, out, "", p.Simulate)

@@ -42,10 +42,15 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 	}
 	var out []Proposal
 	var firstErr error
+	var why noReplicas
 	for _, cl := range p.Costs.Classes() {
 		for k := 2; k < len(cl); k *= 2 {
 			r := len(cl) / k
-			if r < 2 || p.Batch > 0 && int64(r) > p.Batch {
+			if r < 2 {
+				continue
+			}
+			if p.Batch > 0 && int64(r) > p.Batch {
+				why.batch(r)
 				continue
 			}
 			pl, err := h.placeOn(ctx, p, cl[:k])
@@ -69,7 +74,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		if firstErr != nil {
 			return nil, firstErr
 		}
-		return nil, fmt.Errorf("dp+%s: %w: no device class has 4 or more devices", h.placer, ErrNotApplicable)
+		return nil, why.err("dp+"+h.placer, p.Costs, p.Batch, "no device class has 4 or more devices")
 	}
 	return recomputeVariants(p, shardedVariants(out, h.levels), h.recompute, p.Simulate), nil
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
-	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/registry"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
@@ -306,16 +305,6 @@ func Overflow(p *placer.Problem, strategy string, res *sim.Result) error {
 // ErrNotApplicable marks a strategy that has nothing to propose for a
 // problem (data parallelism on a cluster with one device of each type).
 var ErrNotApplicable = errors.New("not applicable")
-
-// canRunAll reports whether device d's type runs every op of the graph.
-func canRunAll(t *cost.Table, d int) bool {
-	for op := range t.Graph.Ops {
-		if !t.CanRun(graph.OpID(op), d) {
-			return false
-		}
-	}
-	return true
-}
 
 // pinned reports whether any op is pinned to a device (TensorFlow device
 // fields kept with --respect-devices): only placement strategies honour

@@ -21,6 +21,12 @@ import (
 // on a parameter of paramBytes, on n devices of the given memory.
 func problem(t *testing.T, layers int, paramBytes int64, n int, memory int64) *strategy.Problem {
 	t.Helper()
+	return problemAt(t, layers, paramBytes, n, memory, 8)
+}
+
+// problemAt is problem with a step of batch samples.
+func problemAt(t *testing.T, layers int, paramBytes int64, n int, memory, batch int64) *strategy.Problem {
+	t.Helper()
 	b := graphtest.New("layers").Input("x", 1<<20)
 	prev := "x"
 	for i := 0; i < layers; i++ {
@@ -47,7 +53,7 @@ func problem(t *testing.T, layers int, paramBytes int64, n int, memory int64) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strategy.NewProblem(p, 8)
+	return strategy.NewProblem(p, batch)
 }
 
 func TestRegistry(t *testing.T) {
@@ -153,6 +159,35 @@ func TestNotApplicable(t *testing.T) {
 	// one stage at best.
 	if got, want := outs[best].Sim.Step, p.Bound.Seconds(); got > want*(1+1e-9) {
 		t.Errorf("one device: auto %s takes %g s, the device alone %g s", outs[best].Strategy, got, want)
+	}
+}
+
+// TestNotApplicableReasons: a replicating strategy that proposes
+// nothing says why: a batch too small to split over the replicas the
+// cluster offers is the batch's fault, not the device types'.
+func TestNotApplicableReasons(t *testing.T) {
+	for _, tc := range []struct {
+		strategy string
+		devices  int
+		batch    int64
+		want     string
+	}{
+		{"dp", 1, 8, "dp: not applicable: no two devices of one type"},
+		{"dp", 4, 1, "dp: not applicable: a batch of 1 sample cannot be split over 2 replicas (each replica runs at least one sample): plan a batch of 2 or more"},
+		{"dp", 3, 2, "dp: not applicable: a batch of 2 samples cannot be split over 3 replicas"},
+		{"dp+m-etf", 3, 8, "dp+m-etf: not applicable: no device class has 4 or more devices"},
+		{"dp+m-etf", 4, 1, "dp+m-etf: not applicable: a batch of 1 sample cannot be split over 2 replicas"},
+		{"dp+heft", 6, 2, "dp+heft: not applicable: a batch of 2 samples cannot be split over 3 replicas"},
+	} {
+		p := problemAt(t, 3, 1<<20, tc.devices, 1<<34, tc.batch)
+		s, err := strategy.New(tc.strategy, strategy.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := strategy.Evaluate(context.Background(), p, tc.strategy, s)
+		if !errors.Is(o.Err, strategy.ErrNotApplicable) || !strings.Contains(o.Err.Error(), tc.want) {
+			t.Errorf("%s on %d devices at batch %d: %v, want not applicable: %q", tc.strategy, tc.devices, tc.batch, o.Err, tc.want)
+		}
 	}
 }
 

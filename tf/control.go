@@ -2,8 +2,10 @@ package tf
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
@@ -302,14 +304,26 @@ func (c *converter) controlFlow() (loopInfo, error) {
 	ownEst := make([]bool, len(frames))
 	own[0] = 1
 	var dynamic []string
+	var huge []string // frames whose counted trips are too many to plan for
+	var hugeTrips int64
 	for f := 1; f < len(frames); f++ {
 		fr := &frames[f]
 		var n int64 = -1
 		if fr.loopCond >= 0 && len(c.nodes[fr.loopCond].ins) > 0 {
 			n = c.tripCount(c.nodes[fr.loopCond].ins[0], 0)
 		}
-		if n < 0 {
+		if n >= math.MaxInt32 {
+			// A limit of INT32_MAX or more is a "run until the
+			// condition fails" sentinel, as ONNX Loops' M is.
+			if len(huge) == 0 {
+				hugeTrips = n
+			}
+			huge = append(huge, fr.name)
+			n = -1
+		} else if n < 0 {
 			dynamic = append(dynamic, fr.name)
+		}
+		if n < 0 {
 			n = c.opts.Import.LoopTrips
 			if n <= 0 {
 				n, ownEst[f] = 1, true
@@ -330,8 +344,15 @@ func (c *converter) controlFlow() (loopInfo, error) {
 	for i := range c.nodes {
 		info.scale[i], info.estimated[i] = trips[of[i]], est[of[i]]
 	}
-	if len(dynamic) > 0 {
-		msg := fmt.Sprintf("%d while loop(s) have no constant trip count (first: frame %q): ", len(dynamic), dynamic[0])
+	if len(dynamic)+len(huge) > 0 {
+		var why []string
+		if len(dynamic) > 0 {
+			why = append(why, fmt.Sprintf("%d while loop(s) have no constant trip count (first: frame %q)", len(dynamic), dynamic[0]))
+		}
+		if len(huge) > 0 {
+			why = append(why, fmt.Sprintf("%d while loop(s) have a constant trip count too large to plan for (first: frame %q, %d trips, at least 2^31-1: a run-until-the-condition-fails sentinel, not a count)", len(huge), huge[0], hugeTrips))
+		}
+		msg := strings.Join(why, "; ") + ": "
 		if t := c.opts.Import.LoopTrips; t > 0 {
 			msg += fmt.Sprintf("counted as %d iterations (%s)", t, c.opts.Import.Knobs.LoopTrips(strconv.FormatInt(t, 10)))
 		} else {
@@ -427,14 +448,19 @@ func (c *converter) counted(counter, limit ref, inclusive bool) int64 {
 	if !ok || step <= 0 {
 		return -1
 	}
+	if lim <= init && !(inclusive && lim == init) {
+		return 0
+	}
+	// lim > init (or equal, inclusive): the span may pass int64, and is
+	// then too large to count anyway.
 	span := lim - init
 	if inclusive {
 		span++
 	}
 	if span <= 0 {
-		return 0
+		return math.MaxInt64
 	}
-	return (span + step - 1) / step
+	return span/step + min(span%step, 1)
 }
 
 // isCounter reports whether r is loop Merge m's value inside the body:

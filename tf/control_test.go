@@ -3,6 +3,7 @@ package tf
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -194,6 +195,8 @@ func TestControlFlow(t *testing.T) {
 		{name: "zero trips", graph: whileLoop(0), macs: map[string]int64{"while/MatMul": 0}},
 		{name: "dynamic trips", graph: whileLoop(-1), macs: map[string]int64{"while/MatMul": mm}, est: "while/MatMul",
 			warning: `1 while loop(s) have no constant trip count (first: frame "while/while_context"): one iteration counted (cost estimated); set the count with Options.Import.LoopTrips = N`},
+		{name: "trips at INT32_MAX", graph: whileLoop(math.MaxInt32), macs: map[string]int64{"while/MatMul": mm}, est: "while/MatMul",
+			warning: `1 while loop(s) have a constant trip count too large to plan for (first: frame "while/while_context", 2147483647 trips, at least 2^31-1: a run-until-the-condition-fails sentinel, not a count): one iteration counted (cost estimated)`},
 		{name: "dynamic trips, option", graph: whileLoop(-1), opts: onnx.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 7 * mm},
 			warning: "counted as 7 iterations (Options.Import.LoopTrips = 7)"},
 		{name: "constant trips beat the option", graph: whileLoop(5), opts: onnx.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 5 * mm}},

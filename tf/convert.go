@@ -34,12 +34,23 @@ type tfNode struct {
 const maxPasses = 8
 
 type converter struct {
-	name  string
-	opts  Options
-	meta  *jsMeta
-	nodes []tfNode
-	index map[string]int
-	order []int
+	name string
+	opts Options
+	// batchBinds is set when Options.Import.Batch binds a placeholder's
+	// leading dimension (or the file fixes it at that size); batchFixed
+	// and batchFixedDims name the first placeholder whose leading size
+	// the file fixes at another.
+	batchBinds     bool
+	batchFixed     string
+	batchFixedDims []string
+	// shapeHint, when not empty, says which Options.Import.Shapes entry
+	// changed a size the file fixes: a node that then fails may be
+	// failing on the option, not on the model.
+	shapeHint string
+	meta      *jsMeta
+	nodes     []tfNode
+	index     map[string]int
+	order     []int
 	// vals[node][output] is what inference knows of each tensor.
 	vals [][]*value
 	// declared holds, by tensor name, what is known of tensors beyond
@@ -338,7 +349,7 @@ func (c *converter) inferAll() error {
 			n.ta = c.array(arrays, i)
 		}
 		if err := c.inferNode(n); err != nil {
-			return fmt.Errorf("node %s: %v", label(nd), err)
+			return fmt.Errorf("node %s: %v%s", label(nd), err, c.shapeHint)
 		}
 		c.vals[i] = n.out
 		c.works[i] = n.work
@@ -488,11 +499,11 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 	name := nd.GetName()
 	dt := dtypeOf(nd.GetAttr()["dtype"].GetType())
-	if s, ok := c.opts.Import.Shapes[name]; ok {
-		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
-	}
-	if s, ok := c.opts.Import.Shapes[name+":0"]; ok {
-		return &value{dtype: dt, shape: shapes.Clone(s), ranked: true}, nil
+	key := name
+	given, override := c.opts.Import.Shapes[key]
+	if !override {
+		key = name + ":0"
+		given, override = c.opts.Import.Shapes[key]
 	}
 	dims, ranked := shapeOf(nd.GetAttr()["shape"].GetShape())
 	if c.meta != nil {
@@ -507,8 +518,42 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 			}
 		}
 	}
+	if override {
+		if ranked && len(dims) != len(given) {
+			decl := make([]string, len(dims))
+			for i, d := range dims {
+				decl[i] = "?"
+				if d >= 0 {
+					decl[i] = strconv.FormatInt(d, 10)
+				}
+			}
+			return nil, onnx.ShapeRankError(c.opts.Import.Knobs, key, given, decl)
+		}
+		for axis, d := range dims {
+			if d >= 0 && d != given[axis] && c.shapeHint == "" {
+				g := make([]string, len(given))
+				for i, x := range given {
+					g[i] = strconv.FormatInt(x, 10)
+				}
+				c.shapeHint = fmt.Sprintf("; %s sets axis %d of input %q to %d, where the model declares %d",
+					c.opts.Import.Knobs.Shape(key, strings.Join(g, ",")), axis, name, given[axis], d)
+			}
+		}
+		return &value{dtype: dt, shape: shapes.Clone(given), ranked: true}, nil
+	}
 	if !ranked || nd.GetAttr()["shape"] == nil && dims == nil {
 		return nil, fmt.Errorf("input %q has no declared shape; set it with %s", name, c.opts.Import.Knobs.Shape(name, "D0,D1,..."))
+	}
+	if b := c.opts.Import.Batch; b > 0 && len(dims) > 0 {
+		switch {
+		case dims[0] < 0 || dims[0] == b:
+			c.batchBinds = true
+		case c.batchFixed == "":
+			c.batchFixed = name
+			for _, d := range dims {
+				c.batchFixedDims = append(c.batchFixedDims, strconv.FormatInt(d, 10))
+			}
+		}
 	}
 	for axis, d := range dims {
 		if d == 0 {
@@ -618,6 +663,9 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 	if len(c.opts.Import.Dims) > 0 {
 		k := c.opts.Import.Knobs
 		c.warn("dims", fmt.Sprintf("%s binds named dimensions, which TensorFlow graphs do not have; use %s or %s", k.Dim("", ""), k.Batch(""), k.Shape("", "")))
+	}
+	if b := c.opts.Import.Batch; b > 0 && !c.batchBinds {
+		c.warn("batch", onnx.BatchUnused(c.opts.Import.Knobs, b, c.batchFixed, c.batchFixedDims, ""))
 	}
 	for name := range c.opts.Import.Shapes {
 		i, ok := c.index[strings.TrimSuffix(name, ":0")]

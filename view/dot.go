@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/plan"
 )
 
@@ -68,7 +69,7 @@ type attr struct{ k, v string }
 
 func newDOT(p *plan.Plan) *dot {
 	d := &dot{indent: "  "}
-	fmt.Fprintf(&d.b, "digraph %s {\n", strconv.Quote(p.Model))
+	fmt.Fprintf(&d.b, "digraph %s {\n", quote(p.Model))
 	// newrank lets edges cross clusters without dot's "trouble in
 	// init_rank"; the views stay at a few dozen nodes, so dot's default
 	// spline routing stays fast.
@@ -108,11 +109,13 @@ func (d *dot) attrs(attrs []attr) {
 		}
 		d.b.WriteString(a.k)
 		d.b.WriteByte('=')
-		d.b.WriteString(strconv.Quote(a.v))
+		d.b.WriteString(quote(a.v))
 	}
 	d.b.WriteByte(']')
 }
 
+// Node IDs are Go-quoted, which keeps them distinct and ASCII (Graphviz
+// shows the label, not the ID).
 func (d *dot) node(id string, attrs ...attr) { d.line(strconv.Quote(id), attrs...) }
 
 func (d *dot) edge(from, to string, attrs ...attr) {
@@ -124,7 +127,7 @@ func (d *dot) open(id string, attrs ...attr) {
 	fmt.Fprintf(&d.b, "%ssubgraph %s {\n", d.indent, strconv.Quote("cluster_"+id))
 	d.indent += "  "
 	for _, a := range attrs {
-		fmt.Fprintf(&d.b, "%s%s=%s;\n", d.indent, a.k, strconv.Quote(a.v))
+		fmt.Fprintf(&d.b, "%s%s=%s;\n", d.indent, a.k, quote(a.v))
 	}
 }
 
@@ -193,3 +196,9 @@ func replicaList(st *plan.Stage) string {
 	}
 	return strings.Join(reps, " | ")
 }
+
+// quote is s as a DOT string. Names come from the model: what a viewer
+// would act on (controls, bidi overrides) is escaped by printable, so
+// the DOT file and the SVG rendered from it show it; newlines stay the
+// labels' line breaks.
+func quote(s string) string { return strconv.Quote(printable.Text(s)) }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/plan"
 )
 
@@ -48,8 +49,10 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 	}
 	t := newTimeline(l)
 	var events []traceEvent
+	// Names come from the model and cluster files: what a trace viewer
+	// would act on (controls, bidi overrides) is escaped.
 	meta := func(pid, tid int, kind, name string, sort int) {
-		events = append(events, traceEvent{Name: kind, Ph: "M", PID: pid, TID: tid, Args: map[string]any{"name": name}})
+		events = append(events, traceEvent{Name: kind, Ph: "M", PID: pid, TID: tid, Args: map[string]any{"name": printable.String(name)}})
 		if kind == "thread_name" {
 			events = append(events, traceEvent{Name: "thread_sort_index", Ph: "M", PID: pid, TID: tid, Args: map[string]any{"sort_index": sort}})
 		}
@@ -59,7 +62,7 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 	meta(tracePIDCollectives, 0, "process_name", "all-reduces", 0)
 	complete := func(name, cat string, pid, tid int, startMS, endMS float64, args map[string]any) {
 		dur := us(endMS - startMS)
-		events = append(events, traceEvent{Name: name, Cat: cat, Ph: "X", TS: us(startMS), Dur: &dur, PID: pid, TID: tid, Args: args})
+		events = append(events, traceEvent{Name: printable.String(name), Cat: cat, Ph: "X", TS: us(startMS), Dur: &dur, PID: pid, TID: tid, Args: printableArgs(args)})
 	}
 	for dev, runs := range t.onDevice {
 		if len(runs) == 0 {
@@ -132,7 +135,7 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 		}
 		name := "memory " + p.Devices[dev].Name
 		for _, m := range p.Devices[dev].Memory {
-			events = append(events, traceEvent{Name: name, Ph: "C", TS: us(m.MS), PID: tracePIDDevices, TID: dev,
+			events = append(events, traceEvent{Name: printable.String(name), Ph: "C", TS: us(m.MS), PID: tracePIDDevices, TID: dev,
 				Args: map[string]any{"GiB": math.Round(float64(m.Bytes)/(1<<30)*1e6) / 1e6}})
 		}
 	}
@@ -141,7 +144,7 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 		DisplayTimeUnit string         `json:"displayTimeUnit"`
 		Metadata        map[string]any `json:"otherData"`
 	}{"ms", map[string]any{
-		"model": p.Model, "cluster": p.Cluster, "strategy": p.Strategy,
+		"model": printable.String(p.Model), "cluster": printable.String(p.Cluster), "strategy": p.Strategy,
 		"predicted_step_ms": p.PredictedStepMS, "micro_batches": p.MicroBatches,
 	}}
 	head, err := json.Marshal(doc)
@@ -168,3 +171,21 @@ func WriteTrace(w io.Writer, p *plan.Plan) error {
 
 // us converts ms to the trace's microseconds, rounded to the nanosecond.
 func us(ms float64) float64 { return math.Round(ms*1e6) / 1e3 }
+
+// printableArgs escapes the strings of a trace event's arguments in
+// place (see printable).
+func printableArgs(args map[string]any) map[string]any {
+	for k, v := range args {
+		switch v := v.(type) {
+		case string:
+			args[k] = printable.String(v)
+		case []string:
+			out := make([]string, len(v))
+			for i, s := range v {
+				out[i] = printable.String(s)
+			}
+			args[k] = out
+		}
+	}
+	return args
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/strategy"
@@ -136,6 +137,7 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 
 // writeComparison prints the table.
 func writeComparison(w io.Writer, c *pipeline.Comparison) {
+	w = printable.Writer(w) // names from the model and cluster files
 	fmt.Fprintf(w, "model:       %s, %s (%d ops; %s)\n", c.Model, c.Mode, c.Ops, c.Groups)
 	if c.Precision != "" {
 		fmt.Fprintf(w, "precision:   %s\n", c.Precision)
@@ -157,7 +159,7 @@ func writeComparison(w io.Writer, c *pipeline.Comparison) {
 		}
 	}
 	fmt.Fprint(w, "\n\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := printable.NewColumns(tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight))
 	head := []string{"strategy", "family", "shape", "step ms", "samples/s", "gap", "fits"}
 	for _, d := range c.Devices {
 		head = append(head, d.Name+" peak")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
@@ -277,7 +278,8 @@ func nameList(names []string, one, many string) string {
 }
 
 func writeInspectTable(out io.Writer, r *inspectReport, listOps bool) error {
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	out = printable.Writer(out) // names from the model file
+	tw := printable.NewColumns(tabwriter.NewWriter(out, 0, 4, 2, ' ', 0))
 	fmt.Fprintf(tw, "model\t%s (%s, opset %d)\n", r.Model, r.Format, r.Opset)
 	for _, t := range r.Inputs {
 		fmt.Fprintf(tw, "input\t%s\t%s\t%s\n", t.Name, t.DType, graph.FormatShape(t.Shape, t.Shape != nil))
@@ -290,7 +292,7 @@ func writeInspectTable(out io.Writer, r *inspectReport, listOps bool) error {
 	}
 	if listOps {
 		fmt.Fprintln(out)
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		tw = printable.NewColumns(tabwriter.NewWriter(out, 0, 4, 2, ' ', 0))
 		fmt.Fprintln(tw, "op\ttype\toutputs\tMACs\tparams")
 		for _, o := range r.Ops {
 			est := ""
@@ -305,7 +307,7 @@ func writeInspectTable(out io.Writer, r *inspectReport, listOps bool) error {
 	}
 	fmt.Fprintln(out)
 	t := r.Totals
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	tw = printable.NewColumns(tabwriter.NewWriter(out, 0, 4, 2, ' ', 0))
 	fmt.Fprintf(tw, "ops\t%d\n", t.Ops)
 	fmt.Fprintf(tw, "params\t%d (%s)\n", t.Params, cluster.FormatBytes(t.ParamBytes))
 	fmt.Fprintf(tw, "MACs\t%d\n", t.MACs)

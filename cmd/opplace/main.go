@@ -20,6 +20,7 @@ import (
 	"github.com/opplace/opplace/constraint"
 	"github.com/opplace/opplace/export"
 	"github.com/opplace/opplace/internal/output"
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/pipeline"
@@ -56,14 +57,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		r := progress.ForWriter(stderr, quiet)
 		if t, ok := r.(*progress.Terminal); ok {
 			term = t
-			cmd.SetErr(t.Writer())
+			cmd.SetErr(printable.Writer(t.Writer()))
 			restore = progress.SetDefault(t)
 		}
 		cmd.SetContext(progress.With(cmd.Context(), r))
 	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
+	// Errors and warnings quote names from the input files: what a
+	// terminal would act on (controls, bidi overrides) is escaped.
+	root.SetErr(printable.Writer(stderr))
 	err := root.Execute()
 	if term != nil {
 		term.Close()
@@ -72,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "opplace: %v\n", err)
+	fmt.Fprintf(printable.Writer(stderr), "opplace: %v\n", err)
 	if !started {
 		return exitInvalid
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/internal/output"
+	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
 	"github.com/opplace/opplace/train"
@@ -489,7 +490,7 @@ func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.
 		fmt.Fprintf(&b, "  simulated step, %-32s %10.3f ms (%+.1f%% vs measured sum)\n", row.name+":", step*1e3, 100*(step*1e3/measured-1))
 	}
 	_ = ctx
-	_, err := w.Write(b.Bytes())
+	_, err := io.WriteString(w, printable.Text(b.String())) // op names from the model
 	return err
 }
 

@@ -10,6 +10,7 @@ package main
 
 import (
 	"log"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -61,6 +62,7 @@ func main() {
 		"tf-truncated.pb":            blazeface[:len(blazeface)/3],
 		"tf-random.pb":               random[:1024],
 	}
+	maps.Copy(files, messages37())
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			log.Fatal(err)
@@ -216,4 +218,62 @@ func constantWeights() *onnxpb.ModelProto {
 			node("Mul", "mul", []string{"c", "half"}, []string{"y"}),
 		},
 		Output: []*onnxpb.ValueInfoProto{output("y")}})
+}
+
+// issue 37: messages
+
+// messages37 are the files of the cases whose message used to point the
+// wrong way: a Loop trip count past 2^31 called not constant, an
+// initializer that clashes with the graph input it gives a default
+// called a MatMul mismatch, empty .pb and .json files called not ONNX,
+// an empty profile called not a profile (EOF).
+func messages37() map[string][]byte {
+	return map[string][]byte{
+		"onnx-loop-huge-trips.onnx":   marshal(hugeLoop(3_000_000_000)),
+		"onnx-initializer-clash.onnx": marshal(initializerClash()),
+		"tf-empty.pb":                 {},
+		"tfjs-empty.json":             {},
+		"profile-empty.json":          {},
+	}
+}
+
+func scalarValue(name string, dt onnxpb.TensorProto_DataType) *onnxpb.ValueInfoProto {
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(dt)), Shape: dimsValue()}}}}
+}
+
+func constant(name string, t *onnxpb.TensorProto) *onnxpb.NodeProto {
+	return node("Constant", name, nil, []string{name}, &onnxpb.AttributeProto{Name: proto.String("value"), Type: onnxpb.AttributeProto_TENSOR.Enum(), T: t})
+}
+
+// hugeLoop is a Loop of constant trip count m over a Relu of a 2×4
+// accumulator.
+func hugeLoop(m int64) *onnxpb.ModelProto {
+	body := &onnxpb.GraphProto{Name: proto.String("body"),
+		Input: []*onnxpb.ValueInfoProto{scalarValue("i", onnxpb.TensorProto_INT64), scalarValue("cond", onnxpb.TensorProto_BOOL), input("acc", dimsValue(2, 4))},
+		Node: []*onnxpb.NodeProto{
+			node("Identity", "keep", []string{"cond"}, []string{"cond_out"}),
+			node("Relu", "step", []string{"acc"}, []string{"acc_out"}),
+		},
+		Output: []*onnxpb.ValueInfoProto{output("cond_out"), output("acc_out")}}
+	return model(&onnxpb.GraphProto{Name: proto.String("loop"),
+		Input: []*onnxpb.ValueInfoProto{input("x", dimsValue(2, 4))},
+		Node: []*onnxpb.NodeProto{
+			constant("trips", &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxpb.TensorProto_INT64)), Int64Data: []int64{m}}),
+			constant("go", &onnxpb.TensorProto{DataType: proto.Int32(int32(onnxpb.TensorProto_BOOL)), Int32Data: []int32{1}}),
+			node("Loop", "loop", []string{"trips", "go", "x"}, []string{"y"}, &onnxpb.AttributeProto{Name: proto.String("body"), Type: onnxpb.AttributeProto_GRAPH.Enum(), G: body}),
+		},
+		Output: []*onnxpb.ValueInfoProto{output("y")}})
+}
+
+// initializerClash declares graph input w as 4×3 and gives it an 8×8
+// initializer as its default (IR < 4 style), read by a MatMul.
+func initializerClash() *onnxpb.ModelProto {
+	m := model(&onnxpb.GraphProto{Name: proto.String("clash"),
+		Input:       []*onnxpb.ValueInfoProto{input("x", dimsValue(2, 4)), input("w", dimsValue(4, 3))},
+		Initializer: []*onnxpb.TensorProto{weight("w", 8, 8)},
+		Node:        []*onnxpb.NodeProto{node("MatMul", "mm", []string{"x", "w"}, []string{"y"})},
+		Output:      []*onnxpb.ValueInfoProto{output("y")}})
+	m.IrVersion = proto.Int64(3)
+	return m
 }
