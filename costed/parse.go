@@ -545,11 +545,6 @@ func (p *parser) timesMS(at loc) (Times, error) {
 	}
 	_, err := p.object(at, func(key []byte) error {
 		name := p.devType(key)
-		for _, t := range p.times[start:] {
-			if t.Type == name {
-				return p.dupKey(at.of(name), key)
-			}
-		}
 		v, ok, err := p.float(at.of(name))
 		if ok {
 			p.times = append(p.times, DeviceTime{Type: name, MS: v})

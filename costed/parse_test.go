@@ -70,8 +70,6 @@ func TestParseErrors(t *testing.T) {
 			`g.json: ops[0].name: key "name" is given twice in one object, the second time on line 2: JSON readers keep either value, so the file means two things; keep one`},
 		{"ops twice", `{"format": "opplace-costed-graph/v1", "ops": [` + opA + `], "ops": [` + opB + `]}`,
 			`g.json: ops: key "ops" is given twice in one object, the second time on line 1: JSON readers keep either value, so the file means two things; keep one`},
-		{"a time twice", doc(`{"name": "a", "times_ms": {"T4": 1, "T4": 2}}`, ""),
-			`g.json: ops[0].times_ms.T4: key "T4" is given twice in one object, the second time on line 1: JSON readers keep either value, so the file means two things; keep one`},
 		{"edge end twice", doc(opA+`, `+opB, `{"from": "a", "to": "b", "to": "a"}`),
 			`g.json: edges[0].to: key "to" is given twice in one object, the second time on line 1: JSON readers keep either value, so the file means two things; keep one`},
 		{"negative transfer", doc(opA+`, `+opB, `{"from": "a", "to": "b", "transfer_ms": -0.5}`), `g.json: edges[0].transfer_ms: negative time -0.5`},

@@ -251,7 +251,7 @@ func (m *jsMeta) readGroup(dir string, gi int, grp *jsGroup) error {
 	names := strings.Join(grp.Paths, ", ")
 	switch {
 	case known && total < declared:
-		return fmt.Errorf("weightsManifest[%d]: weight file %s holds %d bytes, but the manifest declares %d for its %d weights: the file is truncated or belongs to another model; fetch it again, or remove it to plan from model.json alone", gi, names, total, declared, len(grp.Weights))
+		return fmt.Errorf("weightsManifest[%d]: weight file %s holds %d bytes, but the manifest declares %d bytes for its weights: the file is truncated or belongs to another model; fetch it again, or remove it to plan from model.json alone", gi, names, total, declared)
 	case known && total > declared:
 		m.notes = append(m.notes, fmt.Sprintf("weight file %s holds %d bytes, %d more than the manifest declares for its weights: it may belong to another version of the model; the values of shape-feeding constants are read at the manifest's offsets", names, total, total-declared))
 	}

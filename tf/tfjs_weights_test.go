@@ -85,7 +85,7 @@ func TestJSWeightFiles(t *testing.T) {
 		{name: "longer", bin: append(shape34(), 0, 0, 0, 0), path: "w.bin", shape: []int64{3, 4},
 			warning: "weight file w.bin holds 12 bytes, 4 more than the manifest declares"},
 		{name: "shorter", bin: shape34()[:4], path: "w.bin",
-			err: `model.json: weightsManifest[0]: weight file w.bin holds 4 bytes, but the manifest declares 8 for its 1 weights: the file is truncated`},
+			err: `model.json: weightsManifest[0]: weight file w.bin holds 4 bytes, but the manifest declares 8 bytes for its weights: the file is truncated`},
 		{name: "outside", path: "../../../../dev/zero",
 			err: `model.json: weightsManifest[0].paths[0] "../../../../dev/zero" leads out of the model's directory`},
 		{name: "absolute", path: "/dev/zero", err: `weightsManifest[0].paths[0] "/dev/zero" is an absolute path`},

@@ -63,21 +63,26 @@ func (e *TooLargeError) Error() string {
 // that is NUL (ErrNUL) and once it passes StreamLimit (*TooLargeError).
 // Errors are *fs.PathError, as os.ReadFile's, so Cause applies.
 func ReadFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if st.Mode().IsRegular() || st.IsDir() {
-		return os.ReadFile(path)
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := ReadStream(f, StreamLimit)
+	st, err := f.Stat()
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		return nil, err
+	}
+	var data []byte
+	if st.Mode().IsRegular() || st.IsDir() {
+		var buf bytes.Buffer
+		buf.Grow(int(min(st.Size(), StreamLimit)) + 512)
+		_, err = buf.ReadFrom(f)
+		data = buf.Bytes()
+	} else {
+		data, err = ReadStream(f, StreamLimit)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: Cause(err)}
 	}
 	return data, nil
 }

@@ -58,6 +58,12 @@ func main() {
 		"onnx-bad-attribute.onnx":    marshal(badAttribute()),
 		"tf-truncated.pb":            blazeface[:len(blazeface)/3],
 		"tf-random.pb":               random[:1024],
+
+		// issue 37: importers
+		"onnx-raw-data-short.onnx": marshal(rawDataShort()),
+		"onnx-dtype-999.onnx":      marshal(dtype999()),
+		"onnx-opset-twice.onnx":    marshal(opsetTwice()),
+		"tfjs-short-weights.bin":   {3, 0, 0, 0},
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
@@ -195,5 +201,33 @@ func badAttribute() *onnxpb.ModelProto {
 	m := convChannels()
 	m.Graph.Initializer[0].Dims = []int64{16, 3, 3, 3}
 	m.Graph.Node[0].Attribute = []*onnxpb.AttributeProto{{Name: proto.String("kernel_shape"), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte("3x3")}}
+	return m
+}
+
+// issue 37: importers
+
+// rawDataShort stores 4 bytes of raw_data for an initializer of 1,000
+// float32 elements.
+func rawDataShort() *onnxpb.ModelProto {
+	return model(&onnxpb.GraphProto{Name: proto.String("raw"),
+		Input: []*onnxpb.ValueInfoProto{input("x", dimsValue(1000))},
+		Initializer: []*onnxpb.TensorProto{{Name: proto.String("w"), DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)),
+			Dims: []int64{1000}, RawData: []byte{0, 0, 128, 63}}},
+		Node:   []*onnxpb.NodeProto{node("Add", "add", []string{"x", "w"}, []string{"y"})},
+		Output: []*onnxpb.ValueInfoProto{output("y")}})
+}
+
+// dtype999 declares its input of element type 999, which ONNX does not
+// define.
+func dtype999() *onnxpb.ModelProto {
+	m := relu(dimsValue(2, 4))
+	m.Graph.Input[0].Type.GetTensorType().ElemType = proto.Int32(999)
+	return m
+}
+
+// opsetTwice imports ai.onnx at opsets 17 and 13.
+func opsetTwice() *onnxpb.ModelProto {
+	m := relu(dimsValue(2, 4))
+	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String("ai.onnx"), Version: proto.Int64(13)})
 	return m
 }
