@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/yamlfile"
 
 	"github.com/opplace/opplace/graph"
@@ -53,9 +53,9 @@ var (
 
 // Load reads and parses the cluster file at path. A problem with the
 // file's contents is a *FileError; failing to read it is the error from
-// os.ReadFile.
+// files.ReadFile (os.ReadFile's, bounded for pipes and devices).
 func Load(path string) (*Cluster, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,10 @@ package constraint
 
 import (
 	"fmt"
-	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opplace/opplace/internal/files"
 )
 
 // topKeys are the sections of a constraints file, in constraint.Kinds
@@ -31,9 +32,9 @@ var ruleKeys = map[Kind][]string{
 
 // Load reads and parses the constraints file at path. A problem with the
 // file's contents is a *FileError; failing to read it is the error from
-// os.ReadFile.
+// files.ReadFile (os.ReadFile's, bounded for pipes and devices).
 func Load(path string) (*Set, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -105,6 +106,77 @@ func describe(data []byte, err error, v any, file, path string) error {
 		return errorf(file, path, "unknown field %s (known: %s)", name, strings.Join(jsonFields(v), ", "))
 	}
 	return errorf(file, path, "%s", msg)
+}
+
+// dupKeyError is the error for a key an object gives twice, the second
+// time on line.
+func dupKeyError(file, path, key, line string) *Error {
+	return errorf(file, path, "key %q is given twice in one object, the second time on line %s: JSON readers keep either value, so the file means two things; keep one", key, line)
+}
+
+// checkDupKeys refuses a document one of whose objects gives a key twice,
+// which encoding/json takes silently (the last value wins). A document
+// that is not valid JSON passes: decoding it says what is wrong.
+func checkDupKeys(data []byte, file string) error {
+	type frame struct {
+		obj     bool
+		keys    map[string]bool
+		key     string // the object's key being read
+		index   int    // the array's element being read
+		wantKey bool
+	}
+	var stack []*frame
+	path := func() string {
+		p := ""
+		for _, f := range stack[:len(stack)-1] {
+			if f.obj {
+				p = join(p, f.key)
+			} else {
+				p += "[" + strconv.Itoa(f.index) + "]"
+			}
+		}
+		return p
+	}
+	// done moves the innermost container past the value just read.
+	done := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, &frame{obj: t == '{', keys: map[string]bool{}, wantKey: t == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+				done()
+			}
+			continue
+		case string:
+			if f := stack[len(stack)-1:]; len(f) == 1 && f[0].obj && f[0].wantKey {
+				if f[0].keys[t] {
+					line, _, _ := strings.Cut(lineCol(data, d.InputOffset()), ":")
+					return dupKeyError(file, join(path(), t), t, line)
+				}
+				f[0].keys[t], f[0].key, f[0].wantKey = true, t, false
+				continue
+			}
+		}
+		done()
+	}
 }
 
 func join(path, field string) string {

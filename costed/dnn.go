@@ -98,6 +98,9 @@ func parseDNN(data []byte, file string) (*File, error) {
 	if err := decodeJSON(data, &raw, file, "", false); err != nil {
 		return nil, err
 	}
+	if err := checkDupKeys(data, file); err != nil {
+		return nil, err
+	}
 	if len(raw.Nodes) == 0 {
 		return nil, errorf(file, "nodes", "no nodes; a dnn-partitioning graph lists at least one")
 	}

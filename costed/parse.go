@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -146,6 +147,29 @@ func (l loc) String() string {
 	return s
 }
 
+// once refuses a key of fields that the object at at gave before (seen
+// has a bit for each field read): JSON leaves a repeated key's meaning
+// to the reader (encoding/json keeps the last), so a file that repeats
+// one means two things. Keys not in fields are left to the caller.
+func (p *parser) once(seen *uint32, fields []string, at loc, key []byte) error {
+	i := slices.Index(fields, unsafeString(key))
+	if i < 0 {
+		return nil
+	}
+	if *seen&(1<<i) != 0 {
+		return p.dupKey(at.in(fields[i]), key)
+	}
+	*seen |= 1 << i
+	return nil
+}
+
+// dupKey is the error for a key an object gives twice, on the line of
+// the scanner's position (just after the second one).
+func (p *parser) dupKey(at loc, key []byte) error {
+	line, _, _ := strings.Cut(p.s.where(p.s.pos), ":")
+	return dupKeyError(p.file, at.String(), string(key), line)
+}
+
 func (p *parser) typeErr(at loc, want, got string) error {
 	return errorf(p.file, at.String(), "expected %s, got %s", want, got)
 }
@@ -169,6 +193,7 @@ func (p *parser) document() (*File, error) {
 	s.pos++
 	f := &File{}
 	format := false
+	var seen uint32
 	for first := true; ; first = false {
 		more, err := s.next(first, '}')
 		if err != nil {
@@ -179,6 +204,9 @@ func (p *parser) document() (*File, error) {
 		}
 		key, err := s.key()
 		if err != nil {
+			return nil, err
+		}
+		if err := p.once(&seen, topFields, loc{}, key); err != nil {
 			return nil, err
 		}
 		switch string(key) {
@@ -475,7 +503,11 @@ func (c *chunks[T]) flat() []T {
 
 func (p *parser) op(op *Op, i int) error {
 	at := loc{list: "ops", index: i}
+	var seen uint32
 	_, err := p.object(at, func(key []byte) error {
+		if err := p.once(&seen, opFields, at, key); err != nil {
+			return err
+		}
 		var err error
 		switch string(key) {
 		case "name":
@@ -557,7 +589,11 @@ func (p *parser) edge(e *Edge, x *ends, i int) error {
 	at := loc{list: "edges", index: i}
 	var from, to bool
 	*x = ends{-1, -1}
+	var seen uint32
 	_, err := p.object(at, func(key []byte) error {
+		if err := p.once(&seen, edgeFields, at, key); err != nil {
+			return err
+		}
 		var err error
 		switch string(key) {
 		case "from":

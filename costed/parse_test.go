@@ -66,6 +66,12 @@ func TestParseErrors(t *testing.T) {
 		{"tensor not a string", doc(opA+`, `+opB, `{"from": "a", "to": "b", "tensor": 1}`), `g.json: edges[0].tensor: expected a string, got number`},
 		{"device not a string", doc(`{"name": "a", "times_ms": {"T4": 1}, "device": ["gpu0"]}`, ""), `g.json: ops[0].device: expected a string, got array`},
 		{"negative edge bytes", doc(opA+`, `+opB, `{"from": "a", "to": "b", "bytes": -1}`), `g.json: edges[0].bytes: negative byte count -1`},
+		{"op name twice", doc(`{"name": "a", "times_ms": {"T4": 1},`+"\n"+` "name": "b"}`, ""),
+			`g.json: ops[0].name: key "name" is given twice in one object, the second time on line 2: JSON readers keep either value, so the file means two things; keep one`},
+		{"ops twice", `{"format": "opplace-costed-graph/v1", "ops": [` + opA + `], "ops": [` + opB + `]}`,
+			`g.json: ops: key "ops" is given twice in one object, the second time on line 1: JSON readers keep either value, so the file means two things; keep one`},
+		{"edge end twice", doc(opA+`, `+opB, `{"from": "a", "to": "b", "to": "a"}`),
+			`g.json: edges[0].to: key "to" is given twice in one object, the second time on line 1: JSON readers keep either value, so the file means two things; keep one`},
 		{"negative transfer", doc(opA+`, `+opB, `{"from": "a", "to": "b", "transfer_ms": -0.5}`), `g.json: edges[0].transfer_ms: negative time -0.5`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

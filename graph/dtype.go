@@ -31,6 +31,7 @@ const (
 	Float8E5M2FNUZ DType = 20
 	Uint4          DType = 21
 	Int4           DType = 22
+	Float4E2M1     DType = 23
 )
 
 var dtypeInfo = [...]struct {
@@ -61,6 +62,7 @@ var dtypeInfo = [...]struct {
 	Float8E5M2FNUZ: {"float8e5m2fnuz", 8},
 	Uint4:          {"uint4", 4},
 	Int4:           {"int4", 4},
+	Float4E2M1:     {"float4e2m1", 4},
 }
 
 // Size is the element size in bytes, rounded up (4-bit types count a
@@ -79,6 +81,15 @@ func (d DType) Size() int64 {
 	return (b + 7) / 8
 }
 
+// Bits is the element size in bits; 0 for strings and types of no fixed
+// size or unknown.
+func (d DType) Bits() int64 {
+	if int(d) >= len(dtypeInfo) {
+		return 0
+	}
+	return dtypeInfo[d].bits
+}
+
 // Valid reports whether d is a known element type.
 func (d DType) Valid() bool { return d != Undefined && int(d) < len(dtypeInfo) }
 
@@ -92,7 +103,7 @@ func (d DType) String() string {
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool {
 	switch d {
-	case Float32, Float16, Float64, BFloat16, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ:
+	case Float32, Float16, Float64, BFloat16, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float4E2M1:
 		return true
 	}
 	return false

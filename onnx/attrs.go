@@ -121,6 +121,11 @@ func checkAttrType(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) error {
 		return nil // other domains define their own attributes
 	}
 	want, ok := standardAttrTypes[a.GetName()]
+	if (a.GetName() == "to" || a.GetName() == "dtype") && a.GetType() == onnxpb.AttributeProto_INT {
+		if err := checkElemType(a.GetI()); err != nil {
+			return fmt.Errorf("attribute %q: %v", a.GetName(), err)
+		}
+	}
 	if !ok || a.GetType() == want || a.GetType() == onnxpb.AttributeProto_UNDEFINED {
 		return nil
 	}
@@ -132,6 +137,9 @@ func checkAttrType(n *onnxpb.NodeProto, a *onnxpb.AttributeProto) error {
 func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 	dims := shapes.Clone(tp.GetDims())
 	if err := checkShape(dims); err != nil {
+		return nil, err
+	}
+	if err := checkTensor(tp); err != nil {
 		return nil, err
 	}
 	v := &value{dtype: graph.DType(tp.GetDataType()), shape: dims, known: true}

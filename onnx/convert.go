@@ -281,6 +281,9 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 		if err := checkShape(dims); err != nil {
 			return nil, fmt.Errorf("initializer %q: %v", in.GetName(), err)
 		}
+		if err := checkTensor(in); err != nil {
+			return nil, fmt.Errorf("initializer %q: %v", in.GetName(), err)
+		}
 		if _, err := g.AddTensor(graph.Tensor{Name: in.GetName(), DType: graph.DType(in.GetDataType()),
 			Shape: shapes.Clone(dims), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
 			return nil, fmt.Errorf("initializer %q is defined twice", in.GetName())
@@ -291,6 +294,9 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 		name := v.GetName()
 		if err := checkShape(sp.GetDims()); err != nil || name == "" {
 			return nil, fmt.Errorf("sparse initializer %q has a bad shape or no name", name)
+		}
+		if _, err := elemType(v.GetDataType()); err != nil {
+			return nil, fmt.Errorf("sparse initializer %q: data_type %v", name, err)
 		}
 		if _, err := g.AddTensor(graph.Tensor{Name: name, DType: graph.DType(v.GetDataType()),
 			Shape: shapes.Clone(sp.GetDims()), ShapeKnown: true, Kind: graph.Parameter}); err != nil {
@@ -310,7 +316,10 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 			}
 			continue
 		}
-		dt := graph.DType(in.GetType().GetTensorType().GetElemType())
+		dt, err := elemType(in.GetType().GetTensorType().GetElemType())
+		if err != nil {
+			return nil, fmt.Errorf("graph input %q: elem_type %v", name, err)
+		}
 		id, err := g.AddTensor(graph.Tensor{Name: name, DType: dt, Kind: graph.Input})
 		if err != nil {
 			return nil, fmt.Errorf("graph input %q is declared twice", name)
@@ -319,9 +328,15 @@ func (c *converter) build(gp *onnxpb.GraphProto, outer lookup, top bool) (*subgr
 		sg.inputs = append(sg.inputs, name)
 	}
 	for _, vi := range gp.GetValueInfo() {
+		if _, err := elemType(vi.GetType().GetTensorType().GetElemType()); err != nil {
+			return nil, fmt.Errorf("value_info %q: elem_type %v", vi.GetName(), err)
+		}
 		sg.declared[vi.GetName()] = vi.GetType()
 	}
 	for _, vi := range gp.GetOutput() {
+		if _, err := elemType(vi.GetType().GetTensorType().GetElemType()); err != nil {
+			return nil, fmt.Errorf("graph output %q: elem_type %v", vi.GetName(), err)
+		}
 		sg.declared[vi.GetName()] = vi.GetType()
 	}
 	for _, tp := range sg.declared {

@@ -171,6 +171,9 @@ func Decode(data []byte, name string, opts Options) (*Model, error) {
 	case len(mp.Graph.GetNode()) == 0:
 		return nil, fail("the model's graph has no nodes")
 	}
+	if err := checkOpsets(mp); err != nil {
+		return nil, &InputError{name, err}
+	}
 	c := newConverter(name, opts, mp)
 	g, err := c.convert(mp.Graph)
 	if err != nil {

@@ -45,6 +45,9 @@ type Format struct {
 	// Sniff reports whether a file starting with head is in this format.
 	Sniff func(head []byte) bool
 	Load  func(path string, opts ImportOptions) (*Model, error)
+	// Decode imports a model from its bytes, for a model read from a
+	// stream; path names it in messages.
+	Decode func(data []byte, path string, opts ImportOptions) (*Model, error)
 	// Annotate returns the model file's data with each op's device as a
 	// says; nil when the format has no place for devices.
 	Annotate func(data []byte, a Annotation) ([]byte, error)
@@ -75,7 +78,13 @@ var formats = []Format{
 		if err != nil {
 			return nil, err
 		}
-		return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: append(m.Warnings, unusedShapes(o)...)}, nil
+		return costedModel(m, o), nil
+	}, Decode: func(data []byte, path string, o ImportOptions) (*Model, error) {
+		m, err := costed.Decode(data, path)
+		if err != nil {
+			return nil, err
+		}
+		return costedModel(m, o), nil
 	}},
 	// TensorFlow: binary and text GraphDefs and TF.js graph models; it
 	// also takes any other JSON, to say why it is not a graph model.
@@ -84,11 +93,29 @@ var formats = []Format{
 		if err != nil {
 			return nil, err
 		}
-		return &Model{Graph: m.Graph, Format: m.Kind.String(), Warnings: m.Warnings}, nil
+		return tfModel(m), nil
+	}, Decode: func(data []byte, path string, o ImportOptions) (*Model, error) {
+		m, err := tf.Decode(data, path, tf.Options{Import: o})
+		if err != nil {
+			return nil, err
+		}
+		return tfModel(m), nil
 	}, Annotate: func(data []byte, a Annotation) ([]byte, error) {
 		return tf.AnnotateDevices(data, a.Placement, a.Cluster, a.Template)
 	}},
-	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: loadONNX, Annotate: func(data []byte, a Annotation) ([]byte, error) {
+	{Name: "onnx", Sniff: func([]byte) bool { return true }, Load: func(path string, opts ImportOptions) (*Model, error) {
+		m, err := onnx.Load(path, opts)
+		if err != nil {
+			return nil, err
+		}
+		return onnxModel(m), nil
+	}, Decode: func(data []byte, path string, opts ImportOptions) (*Model, error) {
+		m, err := onnx.Decode(data, path, opts)
+		if err != nil {
+			return nil, err
+		}
+		return onnxModel(m), nil
+	}, Annotate: func(data []byte, a Annotation) ([]byte, error) {
 		name := ""
 		if a.Cluster != nil {
 			name = a.Cluster.Name
@@ -120,12 +147,16 @@ func unusedShapes(o ImportOptions) []string {
 	return []string{fmt.Sprintf("%s changes nothing: a costed graph's op times and sizes are fixed in the file", strings.Join(set, ", "))}
 }
 
-func loadONNX(path string, opts ImportOptions) (*Model, error) {
-	m, err := onnx.Load(path, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Model{Graph: m.Graph, Format: "onnx", Opset: m.Opset, Warnings: m.Warnings}, nil
+func costedModel(m *costed.Model, o ImportOptions) *Model {
+	return &Model{Graph: m.Graph, Format: m.Format, Costs: m.Costs, Warnings: append(m.Warnings, unusedShapes(o)...)}
+}
+
+func tfModel(m *tf.Model) *Model {
+	return &Model{Graph: m.Graph, Format: m.Kind.String(), Warnings: m.Warnings}
+}
+
+func onnxModel(m *onnx.Model) *Model {
+	return &Model{Graph: m.Graph, Format: "onnx", Opset: m.Opset, Warnings: m.Warnings}
 }
 
 // modelKinds says what an empty model file should have held.
@@ -135,7 +166,9 @@ const modelKinds = "a model file holds an ONNX model, a TensorFlow GraphDef, a T
 const sniffLen = 512
 
 // LoadModel reads a model file, telling formats apart by content, not by
-// extension. Every failure is an *InputError naming the file.
+// extension. A path that is not a regular file (a pipe such as
+// /dev/stdin or <(...), a FIFO, a device) is read once as a stream (see
+// loadStream). Every failure is an *InputError naming the file.
 func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	st, err := os.Stat(path)
 	switch {
@@ -143,6 +176,8 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, files.Cause(err))}
 	case st.IsDir():
 		return nil, &InputError{fmt.Errorf("%s: is a directory, not a model file", path)}
+	case !st.Mode().IsRegular():
+		return loadStream(path, opts)
 	case st.Size() == 0:
 		return nil, &InputError{fmt.Errorf("%s: the file is empty; %s", path, modelKinds)}
 	}
@@ -170,6 +205,34 @@ func LoadModel(path string, opts ImportOptions) (*Model, error) {
 	return m, nil
 }
 
+// loadStream reads a model that declares no size, whole and once (a
+// stream cannot be read again after its head is sniffed), bounded by
+// files.StreamLimit, and decodes it from memory. A stream has no
+// directory of its own: a TF.js model's weight files are not read from
+// one.
+func loadStream(path string, opts ImportOptions) (*Model, error) {
+	data, err := files.ReadFile(path)
+	switch {
+	case err != nil:
+		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", path, files.Cause(err))}
+	case len(data) == 0:
+		return nil, &InputError{fmt.Errorf("%s: the stream is empty; %s", path, modelKinds)}
+	}
+	m, err := formatOf(data[:min(len(data), sniffLen)]).Decode(data, path, opts)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	return m, nil
+}
+
+// IsStream reports whether path names something other than a regular
+// file or directory (a pipe, a FIFO, a device), which can be read only
+// once; false when it cannot be examined.
+func IsStream(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+}
+
 // formatOf is the first format whose Sniff accepts head.
 func formatOf(head []byte) *Format {
 	for i := range formats {
@@ -184,7 +247,10 @@ func formatOf(head []byte) *Format {
 // a.Placement says, written by the format that reads the file, for
 // writing to a.To. Every failure is an *InputError.
 func AnnotateModel(a Annotation) ([]byte, error) {
-	data, err := os.ReadFile(a.From)
+	if IsStream(a.From) {
+		return nil, &InputError{&streamAnnotateError{path: a.From}}
+	}
+	data, err := files.ReadFile(a.From)
 	if err != nil {
 		return nil, &InputError{fmt.Errorf("%s: cannot read the model: %w", a.From, files.Cause(err))}
 	}
@@ -218,7 +284,8 @@ func CheckAnnotate(from, to string) error {
 	_, err := AnnotateModel(Annotation{From: from, To: to})
 	var ext *onnx.ExternalDataError
 	var none *noDevicesError
-	if errors.As(err, &ext) || errors.As(err, &none) {
+	var stream *streamAnnotateError
+	if errors.As(err, &ext) || errors.As(err, &none) || errors.As(err, &stream) {
 		return err
 	}
 	return nil
@@ -229,6 +296,14 @@ type noDevicesError struct{ path, format string }
 
 func (e *noDevicesError) Error() string {
 	return fmt.Sprintf("%s: %s model has no place for devices, so it cannot be written back with the plan's placement; each op's device is in the plan file", e.path, e.format)
+}
+
+// streamAnnotateError is a model read from a stream, which cannot be
+// read a second time to be written back.
+type streamAnnotateError struct{ path string }
+
+func (e *streamAnnotateError) Error() string {
+	return fmt.Sprintf("%s: a model read from a pipe or device cannot be written back with the plan's placement (it can be read only once); give the model as a file", e.path)
 }
 
 // IsJSON reports whether head opens a JSON object, for formats that sniff

@@ -137,6 +137,9 @@ func (c *converter) convert(gd *graphpb.GraphDef) (*graph.Graph, error) {
 		if len(c.meta.missing) > 0 {
 			c.warn("weights", fmt.Sprintf("weight file %s not found next to the model: the values of shape-feeding constants are unknown, so shapes they decide are recovered from the signature and from the ops consuming them where possible", strings.Join(c.meta.missing, ", ")))
 		}
+		for i, note := range c.meta.notes {
+			c.warn("weights:"+strconv.Itoa(i), note)
+		}
 	}
 	if err := c.infer(); err != nil {
 		return nil, err

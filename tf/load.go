@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/opplace/opplace/graph"
@@ -139,17 +138,22 @@ func isBinaryGraph(head []byte) bool {
 
 // Load reads and imports the TensorFlow model at path, telling its form
 // from its content. A TF.js model's weight files, when present next to
-// it, supply the values of shape-feeding constants.
+// it (next to the file a symbolic link names, for a link), supply the
+// values of shape-feeding constants.
 func Load(path string, opts Options) (*Model, error) {
-	data, err := os.ReadFile(path)
+	data, err := files.ReadFile(path)
 	if err != nil {
 		return nil, &InputError{path, files.Cause(err)}
 	}
-	return decode(data, path, filepath.Dir(path), opts)
+	dir := filepath.Dir(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dir = filepath.Dir(real)
+	}
+	return decode(data, path, dir, opts)
 }
 
 // Decode imports a model from its bytes; name labels errors. TF.js weight
-// files are not read.
+// files are not read (a warning names them).
 func Decode(data []byte, name string, opts Options) (*Model, error) {
 	return decode(data, name, "", opts)
 }

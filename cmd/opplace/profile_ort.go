@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/machine"
 	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/onnx"
@@ -66,7 +66,10 @@ func profileONNXRuntime(ctx context.Context, w, stderr io.Writer, modelPath stri
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--runtime onnxruntime: %w (--onnxruntime-lib PATH names the file)", err)}
 	}
-	data, err := os.ReadFile(modelPath)
+	if pipeline.IsStream(modelPath) {
+		return nil, &pipeline.InputError{Err: fmt.Errorf("%s: --runtime onnxruntime reads the model a second time to run it, which a pipe or device cannot give; give the model as a file", modelPath)}
+	}
+	data, err := files.ReadFile(modelPath)
 	if err != nil {
 		return nil, &pipeline.InputError{Err: err}
 	}

@@ -61,6 +61,12 @@ func main() {
 		"onnx-constant-weights.onnx": marshal(constantWeights()),
 		"tf-truncated.pb":            blazeface[:len(blazeface)/3],
 		"tf-random.pb":               random[:1024],
+
+		// issue 37: importers
+		"onnx-raw-data-short.onnx": marshal(rawDataShort()),
+		"onnx-dtype-999.onnx":      marshal(dtype999()),
+		"onnx-opset-twice.onnx":    marshal(opsetTwice()),
+		"tfjs-short-weights.bin":   {3, 0, 0, 0},
 	}
 	maps.Copy(files, messages37())
 	for name, data := range files {
@@ -275,5 +281,33 @@ func initializerClash() *onnxpb.ModelProto {
 		Node:        []*onnxpb.NodeProto{node("MatMul", "mm", []string{"x", "w"}, []string{"y"})},
 		Output:      []*onnxpb.ValueInfoProto{output("y")}})
 	m.IrVersion = proto.Int64(3)
+	return m
+}
+
+// issue 37: importers
+
+// rawDataShort stores 4 bytes of raw_data for an initializer of 1,000
+// float32 elements.
+func rawDataShort() *onnxpb.ModelProto {
+	return model(&onnxpb.GraphProto{Name: proto.String("raw"),
+		Input: []*onnxpb.ValueInfoProto{input("x", dimsValue(1000))},
+		Initializer: []*onnxpb.TensorProto{{Name: proto.String("w"), DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)),
+			Dims: []int64{1000}, RawData: []byte{0, 0, 128, 63}}},
+		Node:   []*onnxpb.NodeProto{node("Add", "add", []string{"x", "w"}, []string{"y"})},
+		Output: []*onnxpb.ValueInfoProto{output("y")}})
+}
+
+// dtype999 declares its input of element type 999, which ONNX does not
+// define.
+func dtype999() *onnxpb.ModelProto {
+	m := relu(dimsValue(2, 4))
+	m.Graph.Input[0].Type.GetTensorType().ElemType = proto.Int32(999)
+	return m
+}
+
+// opsetTwice imports ai.onnx at opsets 17 and 13.
+func opsetTwice() *onnxpb.ModelProto {
+	m := relu(dimsValue(2, 4))
+	m.OpsetImport = append(m.OpsetImport, &onnxpb.OperatorSetIdProto{Domain: proto.String("ai.onnx"), Version: proto.Int64(13)})
 	return m
 }
