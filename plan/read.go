@@ -52,7 +52,7 @@ func Decode(data []byte) (*Plan, error) {
 		if err := recognise(keys); err != nil {
 			if trimmed[0] == '{' && !json.Valid(trimmed) {
 				var v any
-				return nil, fmt.Errorf("not a valid JSON plan: %s", jsonError(trimmed, json.Unmarshal(trimmed, &v)))
+				return nil, fmt.Errorf("not a valid JSON plan: %s", files.JSONError(trimmed, json.Unmarshal(trimmed, &v)))
 			}
 			if trimmed[0] == '[' {
 				return nil, notPlan("it is a list, not a map of a plan's fields")
@@ -60,7 +60,7 @@ func Decode(data []byte) (*Plan, error) {
 			return nil, err
 		}
 		if err := json.Unmarshal(trimmed, p); err != nil {
-			return nil, fmt.Errorf("not a valid JSON plan: %s", jsonError(trimmed, err))
+			return nil, fmt.Errorf("not a valid JSON plan: %s", files.JSONError(trimmed, err))
 		}
 	} else {
 		var doc yaml.Node
@@ -260,7 +260,7 @@ func yamlError(err error) string {
 		if m[3] != "" {
 			got += m[3]
 		}
-		msg = fmt.Sprintf("%s: expected %s, found %s", m[1], goTypeWord(m[4]), got)
+		msg = fmt.Sprintf("%s: expected %s, found %s", m[1], files.GoTypeWord(m[4]), got)
 	}
 	if n := len(te.Errors) - 1; n > 0 {
 		msg += fmt.Sprintf(" (and %d more such errors)", n)
@@ -271,52 +271,6 @@ func yamlError(err error) string {
 // yamlUnmarshal reads a yaml.v3 type error: "line 3: cannot unmarshal
 // !!str `16GiB` into []plan.MemorySample".
 var yamlUnmarshal = regexp.MustCompile("^(line \\d+): cannot unmarshal !!(\\w+)( `.*`)? into (.+)$")
-
-// goTypeWord says in words what a value of the Go type named t is.
-func goTypeWord(t string) string {
-	t = strings.TrimLeft(t, "*")
-	switch {
-	case strings.HasPrefix(t, "[]"):
-		return "a list"
-	case strings.HasPrefix(t, "map["), strings.Contains(t, "."):
-		return "a map of fields"
-	case t == "string":
-		return "a string"
-	case t == "bool":
-		return "true or false"
-	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
-		return "a number"
-	}
-	return "another kind of value"
-}
-
-// jsonError is an encoding/json error in one line, with the line and
-// column it is at and no Go type names.
-func jsonError(data []byte, err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("%s at line %s", strings.TrimPrefix(syn.Error(), "json: "), lineCol(data, syn.Offset-1))
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "the top level"
-		}
-		return fmt.Sprintf("%s: expected %s, found %s at line %s", field, goTypeWord(typ.Type.String()), typ.Value, lineCol(data, typ.Offset-1))
-	}
-	msg, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "json: "), "\n")
-	return msg
-}
-
-// lineCol is the 1-based line and column of byte offset off of data.
-func lineCol(data []byte, off int64) string {
-	off = max(0, min(off, int64(len(data))))
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - bytes.LastIndexByte(before, '\n')
-	return fmt.Sprintf("%d:%d", line, col)
-}
 
 // check catches documents that parse but are no plan (a truncated plan,
 // an edited one), so the report never draws nonsense.

@@ -57,7 +57,7 @@ func TestReadFile(t *testing.T) {
 		{"scalar.yaml", "just words\n", "not an opplace plan (it is a single value"},
 		{"partial.json", `{"devices":[{"name":"a"}],"ops":[]}`, `not an opplace plan (it has no "predicted_step_ms")`},
 		{"typed.yaml", "predicted_step_ms: 1\ndevices:\n  - {name: a, memory: 16GiB}\nops: []\n", "not a valid plan: line 3: expected a list, found a string `16GiB`"},
-		{"typed.json", `{"predicted_step_ms": 1, "devices": [{"name": "a", "memory": "16GiB"}], "ops": []}`, "not a valid JSON plan: devices.memory: expected a list, found string at line 1:"},
+		{"typed.json", `{"predicted_step_ms": 1, "devices": [{"name": "a", "memory": "16GiB"}], "ops": []}`, "not a valid JSON plan: devices.memory: expected a list, found a string (the value ending at line 1:"},
 		{"many.yaml", "predicted_step_ms: 1\ndevices: [[1], [2], [3]]\nops: []\n", "expected a map of fields, found a list (and 2 more such errors)"},
 		{"bomb.yaml", bomb + "predicted_step_ms: 1\ndevices: *h\nops: *h\n", "not a valid plan"},
 	}
