@@ -131,7 +131,7 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	// Always on stderr (the table lists them too), and only on success,
 	// so a failure stays one line.
 	for _, w := range c.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", oneLine(w))
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -72,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "opplace: %v\n", err)
+	fmt.Fprintf(stderr, "opplace: %s\n", oneLine(err.Error()))
 	if !started {
 		return exitInvalid
 	}
@@ -99,4 +101,22 @@ func exitCode(err error) int {
 		return exitInvalid
 	}
 	return exitInternal
+}
+
+// oneLine keeps the contract of one line on stderr whatever a message
+// carries: control and bidirectional-override characters, which a
+// message may copy from a file (an op name's newline, BEL, CR or U+202E),
+// are escaped as Go escapes them, so they can neither break the line nor
+// rewrite the terminal.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSpace(msg) {
+		if r < 0x20 || r == 0x7f || 0x80 <= r && r < 0xa0 || 0x202a <= r && r <= 0x202e || 0x2066 <= r && r <= 0x2069 {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -241,7 +241,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	// Only once nothing can fail, so a failure stays one line; always on
 	// stderr, whatever stdout gets (the table and the plan list them too).
 	for _, w := range res.Plan.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", oneLine(w))
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
 }
