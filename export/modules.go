@@ -203,6 +203,9 @@ func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 			stageOf[op.Name] = *op.Stage
 		}
 	}
+	if err := dataFlow(p, stageOf, src); err != nil {
+		return nil, err
+	}
 	// The cut level: the modules holding the modules stages start and
 	// end with.
 	containers := map[string]bool{}
@@ -297,4 +300,62 @@ func (c *cuts) stageRange(s int) string {
 		return a
 	}
 	return a + " .. " + b
+}
+
+// dataFlow checks the plan's stage numbers against its data flow: a
+// tensor the forward pass sends from one stage goes to the same or a
+// later stage. The plan records no edges, but its transfers name the
+// tensors that cross devices, and a tensor is named after the op that
+// makes it (an ONNX node's "<op>_output_0", a costed op's own name), so
+// the op that makes each is the op whose name is the longest prefix of
+// the tensor's. Bookkeeping ops (a weight's Identity, a Constant) are
+// left out, as the partitioners place them anywhere, and so is the
+// backward pass, whose gradients go to an update op beside the first op
+// that reads the weight, in whichever stage. A plan whose stages were
+// renumbered by hand (stage 0 holding the last blocks) would otherwise
+// split the model at its input.
+func dataFlow(p *plan.Plan, stageOf map[string]int, src string) error {
+	ops := make(map[string]*plan.Op, len(p.Ops))
+	devStage := map[string]int{}
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		ops[op.Name] = op
+		if s, ok := stageOf[op.Name]; ok {
+			devStage[op.Device] = s
+		}
+	}
+	for d, s := range p.DeviceStages() {
+		if _, ok := devStage[d]; !ok {
+			devStage[d] = s
+		}
+	}
+	for _, t := range p.Transfers {
+		op := producer(ops, t.Tensor)
+		if op == nil || op.Phase != "forward" || graph.Bookkeeping(op.Type) {
+			continue
+		}
+		from, ok1 := stageOf[op.Name]
+		to, ok2 := devStage[t.To]
+		if ok1 && ok2 && from > to {
+			return errorf(Invalid, "%s: the stage numbers contradict the data flow: op %s of stage %d sends %s to %s in stage %d, but a stage's forward pass sends only to later stages; is the plan file edited? export the plan as opplace plan --out wrote it",
+				src, op.Name, from, t.Tensor, t.To, to)
+		}
+	}
+	return nil
+}
+
+// producer is the op a transfer's tensor is named after: the op whose
+// name is the longest prefix of the tensor's name that ends where a
+// name's suffix begins (at the end, '_', ':', '/', '-' or '#'); nil when
+// none is.
+func producer(ops map[string]*plan.Op, tensor string) *plan.Op {
+	for end := len(tensor); end > 0; end-- {
+		if end < len(tensor) && !strings.ContainsRune("_:/-#", rune(tensor[end])) {
+			continue
+		}
+		if op, ok := ops[tensor[:end]]; ok {
+			return op
+		}
+	}
+	return nil
 }

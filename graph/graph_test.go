@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/graph/topo"
@@ -333,5 +334,30 @@ func TestQuoteNames(t *testing.T) {
 		if got := g.QuoteNames(tc.ops); got != tc.want {
 			t.Errorf("QuoteNames(%v) = %q, want %q", tc.ops, got, tc.want)
 		}
+	}
+}
+
+// TestLongCycleMessage checks that a cycle of many ops is named by its
+// first ops, its last and its length, on one short line.
+func TestLongCycleMessage(t *testing.T) {
+	for _, tc := range []struct {
+		ops  []string
+		want string
+	}{
+		{[]string{"a", "b"}, "the graph has a cycle: a -> b -> a; "},
+		{[]string{"a", "b", "c", "d", "e", "f"}, "the graph has a cycle: a -> b -> c -> d -> e -> f -> a; "},
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "the graph has a cycle: a -> b -> c -> d -> e -> ... -> g -> a (7 ops in the cycle); "},
+	} {
+		if got := (&graph.CycleError{Ops: tc.ops}).Error(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%v: %q, want it to start %q", tc.ops, got, tc.want)
+		}
+	}
+	ops := make([]string, 100000)
+	for i := range ops {
+		ops[i] = fmt.Sprintf("/layers/layer.%d/Identity", i)
+	}
+	msg := (&graph.CycleError{Ops: ops}).Error()
+	if len(msg) > 400 || !strings.Contains(msg, "(100000 ops in the cycle)") || !strings.Contains(msg, ops[99999]+" -> "+ops[0]) {
+		t.Errorf("a cycle of 100000 ops: %d bytes: %.300s", len(msg), msg)
 	}
 }

@@ -91,9 +91,21 @@ type CycleError struct {
 }
 
 func (e *CycleError) Error() string {
-	return fmt.Sprintf("the graph has a cycle: %s -> %s; an operator graph must be acyclic (check the inputs of these nodes)",
-		strings.Join(e.Ops, " -> "), e.Ops[0])
+	ops := e.Ops
+	path, count := strings.Join(ops, " -> "), ""
+	if len(ops) > cycleShown+1 {
+		// A cycle of 10^5 ops would be a line of megabytes: its first
+		// ops, its last and the count say where to look.
+		path = strings.Join(ops[:cycleShown], " -> ") + " -> ... -> " + ops[len(ops)-1]
+		count = fmt.Sprintf(" (%d ops in the cycle)", len(ops))
+	}
+	return fmt.Sprintf("the graph has a cycle: %s -> %s%s; an operator graph must be acyclic (check the inputs of these nodes)",
+		path, ops[0], count)
 }
+
+// cycleShown is how many of a long cycle's first ops its message names
+// (and its last).
+const cycleShown = 5
 
 // TopoOrder returns the ops in a topological order that is stable: among
 // ops whose predecessors are all done, the one with the smallest ID (the

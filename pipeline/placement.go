@@ -75,7 +75,7 @@ func decodePlacement(data []byte) (*PlacementFile, error) {
 		return nil, fmt.Errorf("the file is empty; expected %s", want)
 	}
 	if data[0] == '{' {
-		if arrays := topArrays(data); arrays["ops"] && arrays["devices"] {
+		if keys := plan.JSONKeys(data); keys["ops"] == '[' && keys["devices"] == '[' {
 			return decodePlan(data) // parsed once: a plan may be 100s of MB
 		}
 		var top map[string]json.RawMessage
@@ -117,46 +117,6 @@ func decodePlacement(data []byte) (*PlacementFile, error) {
 		}
 	}
 	return pf, nil
-}
-
-// topArrays lists the keys of a JSON object whose values are arrays, by
-// one pass over its bytes that follows strings and nesting and checks
-// nothing else (the decoder that reads the document does).
-func topArrays(data []byte) map[string]bool {
-	keys := map[string]bool{}
-	depth, key := 0, []byte(nil)
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; c {
-		case '"':
-			j := i + 1
-			for j < len(data) && data[j] != '"' {
-				if data[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if depth == 1 {
-				key = data[i+1 : min(j, len(data))]
-			}
-			i = j
-		case ':':
-			if depth == 1 && key != nil {
-				k := i + 1
-				for k < len(data) && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r') {
-					k++
-				}
-				if k < len(data) && data[k] == '[' {
-					keys[string(key)] = true
-				}
-				key = nil
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		}
-	}
-	return keys
 }
 
 func yamlKind(n *yaml.Node) string {

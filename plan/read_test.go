@@ -43,15 +43,30 @@ func TestReadFile(t *testing.T) {
 	}{
 		{"empty.json", "  \n", "the file is empty"},
 		{"truncated.json", string(js[:len(js)/2]), "not a valid JSON plan"},
-		{"cluster.yaml", "name: c\nhosts:\n  - name: h\n", "lists no devices"},
-		{"garbage.yaml", "\x00\x01: [", "not a valid plan"},
-		{"stray.json", `{"devices":[{"name":"a"}],"ops":[{"name":"x","device":"b"}]}`, `op "x" is placed on "b"`},
+		{"cluster.yaml", "name: c\nhosts:\n  - name: h\n", "not an opplace plan (it looks like a cluster file); give the --out file of opplace plan"},
+		{"garbage.yaml", "\x00\x01: [", "not an opplace plan (it is a binary file"},
+		{"stray.json", `{"devices":[{"name":"a"}],"ops":[{"name":"x","device":"b"}],"predicted_step_ms":1}`, `op "x" is placed on "b"`},
+		{"no-devices.json", `{"devices":[],"ops":[],"predicted_step_ms":1}`, "lists no devices"},
+		// Documents that are no plan, each refused in one line that says
+		// what it looks like and names no Go type.
+		{"devices-only.yaml", "name: c\ndevices:\n  - {name: gpu0, type: V100-16GB, memory: 16GiB}\n", "not an opplace plan (it looks like a cluster file)"},
+		{"costed.json", `{"format":"opplace-costed-graph/v1","ops":[],"edges":[]}`, "it looks like a costed graph"},
+		{"placement.yaml", "fc1: gpu0\nfc2: gpu1\n", "it looks like a placement file"},
+		{"list.json", "[1, 2, 3]", "not an opplace plan (it is a list, not a map of a plan's fields)"},
+		{"list.yaml", "- a\n- b\n", "not an opplace plan (it is a list"},
+		{"scalar.yaml", "just words\n", "not an opplace plan (it is a single value"},
+		{"partial.json", `{"devices":[{"name":"a"}],"ops":[]}`, `not an opplace plan (it has no "predicted_step_ms")`},
+		{"typed.yaml", "predicted_step_ms: 1\ndevices:\n  - {name: a, memory: 16GiB}\nops: []\n", "not a valid plan: line 3: expected a list, found a string `16GiB`"},
+		{"typed.json", `{"predicted_step_ms": 1, "devices": [{"name": "a", "memory": "16GiB"}], "ops": []}`, "not a valid JSON plan: devices.memory: expected a list, found a string (the value ending at line 1:"},
+		{"many.yaml", "predicted_step_ms: 1\ndevices: [[1], [2], [3]]\nops: []\n", "expected a map of fields, found a list (and 2 more such errors)"},
+		{"bomb.yaml", bomb + "predicted_step_ms: 1\ndevices: *h\nops: *h\n", "not a valid plan"},
 	}
 	for _, b := range bad {
 		path := write(b.name, []byte(b.data))
 		_, err := plan.ReadFile(path)
-		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("%s: err = %v, want one naming the file and saying %q", b.name, err, b.want)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), b.want) ||
+			strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "plan.") {
+			t.Errorf("%s: err = %v, want one line naming the file, saying %q and no Go type", b.name, err, b.want)
 		}
 	}
 	missing := filepath.Join(dir, "missing.json")
@@ -62,3 +77,14 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("directory: err = %v", err)
 	}
 }
+
+// bomb is a YAML alias bomb: 9^8 strings once its aliases are expanded.
+const bomb = `a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+`

@@ -357,7 +357,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 	dec.DisallowUnknownFields()
 	var p Profile
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: not an opplace profile (%v); make one with `opplace profile MODEL`", name, err)
+		return nil, fmt.Errorf("%s: not an opplace profile (%s); make one with `opplace profile MODEL`", name, files.JSONError(data, err))
 	}
 	if p.Format != FormatVersion {
 		return nil, fmt.Errorf("%s: format %q, want %q; make one with `opplace profile MODEL`", name, p.Format, FormatVersion)

@@ -563,14 +563,16 @@ func decodeEvents(data []byte) ([]traceEvent, error) {
 	}
 	if data[0] == '[' {
 		var ev []traceEvent
-		err := json.Unmarshal(data, &ev)
-		return ev, err
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return nil, errors.New(files.JSONError(data, err))
+		}
+		return ev, nil
 	}
 	var obj struct {
 		TraceEvents []traceEvent `json:"traceEvents"`
 	}
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, err
+		return nil, errors.New(files.JSONError(data, err))
 	}
 	if obj.TraceEvents == nil {
 		return nil, errors.New(`no "traceEvents" array`)

@@ -117,9 +117,6 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
-		for _, w := range c.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
-		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(c); err != nil {
@@ -131,6 +128,11 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	if _, err := c.Best(); err != nil {
 		// Every strategy's reason, with exit code 3 when memory is why.
 		return c.Failure()
+	}
+	// Always on stderr (the table lists them too), and only on success,
+	// so a failure stays one line.
+	for _, w := range c.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", oneLine(w))
 	}
 	return nil
 }

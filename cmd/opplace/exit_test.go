@@ -37,3 +37,19 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLine: whatever an error carries, opplace prints one line, its
+// control characters escaped.
+func TestOneLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"unmarshal errors:\n  line 1: a\n", `unmarshal errors:\n  line 1: a`},
+		{"op \"a\rb\x07\" fails", `op "a\rb\a" fails`},
+		{"name \u202egnp.exe\tx", `name \u202egnp.exe\tx`},
+		{"caf\u00e9", "caf\u00e9"},
+	} {
+		if got := oneLine(tc.in); got != tc.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

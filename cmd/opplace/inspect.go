@@ -138,7 +138,7 @@ func runInspect(cmd *cobra.Command, path string, f *inspectFlags) error {
 	}
 	r := summarise(path, m)
 	for _, w := range m.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", oneLine(w))
 	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -75,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(printable.Writer(stderr), "opplace: %v\n", err)
+	fmt.Fprintf(stderr, "opplace: %s\n", oneLine(err.Error()))
 	if !started {
 		return exitInvalid
 	}
@@ -103,3 +104,10 @@ func exitCode(err error) int {
 	}
 	return exitInternal
 }
+
+// oneLine keeps the contract of one line on stderr whatever a message
+// carries: control and bidirectional-override characters, which a
+// message may copy from a file (an op name's newline, BEL, CR or U+202E),
+// are escaped by package printable, so they can neither break the line nor
+// rewrite the terminal.
+func oneLine(msg string) string { return printable.String(strings.TrimSpace(msg)) }

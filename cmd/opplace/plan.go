@@ -8,10 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/strategy"
+	"github.com/opplace/opplace/view"
 )
 
 type planFlags struct {
@@ -129,7 +131,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err != nil {
 		return err
 	}
-	viewOpts, err := f.viewFlags.options()
+	viewOpts, err := f.viewFlags.options(cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
@@ -149,7 +151,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	// bad path costs no planning and clobbers nothing.
 	run := output.Run{Inputs: []output.Input{{What: "the model", Path: model}, {What: "the cluster file", Path: f.cluster}, {What: "the profile", Path: f.profile},
 		{What: "the placement file", Path: f.placement}, {What: "the constraints file", Path: f.constraints}}, Stdout: cmd.OutOrStdout()}
-	if err := run.Check(append(f.outputs(), output.File{What: "--emit-model", Path: f.emitModel})...); err != nil {
+	if err := run.Check(append(f.outputs(), output.File{What: "--out", Path: f.out}, output.File{What: "--emit-model", Path: f.emitModel})...); err != nil {
 		return err
 	}
 	if err := f.checkEmit(model); err != nil {
@@ -165,6 +167,15 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision,
 		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
 		AroundStage: collectorOffDuring,
+	}
+	if viewOpts.Stage != view.AllStages && f.cluster != "" {
+		// Read here to check --dot-stage before planning, and planned on.
+		if opts.Cluster, err = cluster.Load(f.cluster); err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		if err := f.checkStage(opts.Cluster); err != nil {
+			return err
+		}
 	}
 	if err := f.deviceFlags.apply(&opts); err != nil {
 		return err
@@ -203,11 +214,6 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err != nil {
 		return f.explain(err)
 	}
-	if stdoutFormat != plan.Table {
-		for _, w := range res.Plan.Warnings {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
-		}
-	}
 	outs, err := f.pictures(cmd.Context(), viewOpts, res, &fusion)
 	if err != nil {
 		return err
@@ -231,6 +237,11 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	}
 	if err := run.Commit(outs...); err != nil {
 		return err
+	}
+	// Only once nothing can fail, so a failure stays one line; always on
+	// stderr, whatever stdout gets (the table and the plan list them too).
+	for _, w := range res.Plan.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", oneLine(w))
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
 }

@@ -114,7 +114,7 @@ func TestControlCharactersInNames(t *testing.T) {
 	}
 	texts["inspect"] = stdout
 	code, _, stderr = invoke(t, "plan", model, "--cluster", cl, "--pin", "name:x\u202ey\a=gpu0", "--out", filepath.Join(dir, "no.json"))
-	if code != 2 || !strings.Contains(stderr, `x\u202ey\u0007`) {
+	if code != 2 || !strings.Contains(stderr, `x\u202ey\a`) {
 		t.Errorf("plan with a control character in a rule: exit %d, stderr %q; want 2 and the rule escaped", code, stderr)
 	}
 	texts["error"] = stderr
@@ -132,7 +132,7 @@ func TestControlCharactersInNames(t *testing.T) {
 			t.Errorf("%s shows %d raw control or format characters: %q", name, len(bad), bad)
 		}
 	}
-	for _, want := range []string{`emb\u0007bell`, `mm\u202eevil`} {
+	for _, want := range []string{`emb\abell`, `mm\u202eevil`} {
 		for _, name := range []string{"DOT", "report", "trace, decoded", "inspect"} {
 			w := want
 			if name == "DOT" { // a DOT string doubles the backslash

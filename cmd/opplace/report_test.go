@@ -89,7 +89,7 @@ func TestReportBadInput(t *testing.T) {
 		{"missing", []string{"report", missing, "-o", out}, missing + ": cannot read the plan: no such file or directory"},
 		{"directory", []string{"report", dir, "-o", out}, dir + ": cannot read the plan"},
 		{"corrupt", []string{"report", corrupt, "-o", out}, corrupt + ": not a valid JSON plan"},
-		{"not a plan", []string{"report", notPlan, "-o", out}, notPlan + ": not a valid plan: it lists no devices"},
+		{"not a plan", []string{"report", notPlan, "-o", out}, notPlan + ": not an opplace plan (it looks like a cluster file)"},
 		{"bad flag", []string{"report", corrupt, "-o", out, "--bogus"}, "unknown flag: --bogus"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

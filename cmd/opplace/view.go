@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/view"
@@ -35,8 +36,9 @@ func (f *viewFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.trace, "trace", "", "write the simulated step as a Chrome trace (open in ui.perfetto.dev or chrome://tracing)")
 }
 
-// options checks the flags before any work is done.
-func (f *viewFlags) options() (view.Options, error) {
+// options checks the flags before any work is done; changed says which
+// flags the command line gave.
+func (f *viewFlags) options(changed func(string) bool) (view.Options, error) {
 	o := view.DefaultOptions()
 	d, err := view.ParseDetail(f.detail)
 	if err != nil {
@@ -45,8 +47,25 @@ func (f *viewFlags) options() (view.Options, error) {
 	if f.stage < view.AllStages {
 		return o, usageError{fmt.Errorf("--dot-stage %d: stages count from 0", f.stage)}
 	}
+	if f.dot == "" && f.svg == "" && f.png == "" {
+		for _, name := range []string{"dot-detail", "dot-stage", "dot-module"} {
+			if changed(name) {
+				return o, usageError{fmt.Errorf("--%s says what the Graphviz view draws, but no view is asked for: add --dot FILE, --svg FILE or --png FILE", name)}
+			}
+		}
+	}
 	o.Detail, o.Stage, o.Module = d, f.stage, f.module
 	return o, nil
+}
+
+// checkStage refuses, before any planning, a --dot-stage no plan on the
+// cluster can have: a stage holds at least one device.
+func (f *viewFlags) checkStage(c *cluster.Cluster) error {
+	if f.stage != view.AllStages && f.stage >= len(c.Devices) {
+		return usageError{fmt.Errorf("--dot-stage %d: cluster %q has %d devices, so a plan has at most %d stages (0 to %d)",
+			f.stage, c.Name, len(c.Devices), len(c.Devices), len(c.Devices)-1)}
+	}
+	return nil
 }
 
 // pictures makes every picture asked for, drawn with the options the
@@ -55,6 +74,13 @@ func (f *viewFlags) options() (view.Options, error) {
 func (f *viewFlags) pictures(ctx context.Context, o view.Options, res *pipeline.Result, fusion *pipeline.FusionReport) ([]output.File, error) {
 	var outs []output.File
 	if f.dot != "" || f.svg != "" || f.png != "" {
+		if n := len(res.Plan.Stages); o.Stage != view.AllStages && res.Plan.Stage(o.Stage) == nil && (o.Stage > 0 || n > 0) {
+			has := fmt.Sprintf("its stages are 0 to %d", n-1)
+			if n <= 1 {
+				has = "it has one stage, 0"
+			}
+			return nil, usageError{fmt.Errorf("--dot-stage %d: the plan has no stage %d: %s", o.Stage, o.Stage, has)}
+		}
 		o.Groups = fusion.Groups()
 		var dot bytes.Buffer
 		if err := view.WriteDOT(&dot, res.Plan, res.Graph, o); err != nil {

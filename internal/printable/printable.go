@@ -5,7 +5,8 @@
 // other invisible format characters (U+202E RIGHT-TO-LEFT OVERRIDE,
 // U+200B ZERO WIDTH SPACE, U+FEFF ...), the line and paragraph
 // separators, and bytes that are not UTF-8. Each becomes a visible
-// escape, \u0007 or \U000e0001 for a rune and \xff for a stray byte, so
+// escape, \a or \u202e or \U000e0001 for a rune (Go's short form
+// where Go has one) and \xff for a stray byte, so
 // two names that differ only there still read differently. Every writer
 // of what a person reads (the table, the HTML report, the Graphviz views,
 // the schedule trace, errors and warnings) sends names through here;
@@ -69,6 +70,8 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(s[i : i+n])
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case short[r] != "":
+			b.WriteString(short[r])
 		case r > 0xffff:
 			fmt.Fprintf(&b, `\U%08x`, r)
 		default:
@@ -78,6 +81,9 @@ func escape(s string, keepLines bool) string {
 	}
 	return b.String()
 }
+
+// short are the escapes Go writes for the common control characters.
+var short = map[rune]string{'\a': `\a`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\v': `\v`}
 
 func ok(r rune, n int, keepLines bool) bool {
 	if r == utf8.RuneError && n == 1 {
