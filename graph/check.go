@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -354,15 +355,77 @@ func checkNames[ID ~int32](n int, name func(int) string, index map[string]ID, in
 	return nil
 }
 
-// acyclic checks the data and control edges form a DAG.
+// acyclic checks the data and control edges form a DAG: Kahn's
+// algorithm straight on the tensors' consumer lists and the control
+// dependencies, with a plain queue (the order does not matter here), and
+// on a cycle TopoOrder to name it.
 func (c checker) acyclic() *CheckError {
 	g := c.g
-	if _, err := g.TopoOrder(g.BuildAdjacency()); err != nil {
-		cyc := err.(*CycleError)
-		e := &CheckError{Invariant: InvAcyclic, Op: cyc.Ops[0], Detail: err.Error()}
-		return e
+	n := len(g.Ops)
+	indeg := make([]int32, n)
+	// Control successors in compressed form: ctrl[ctrlStart[d]:ctrlStart[d+1]]
+	// wait on op d.
+	ctrlStart := make([]int32, n+1)
+	for i := range g.Ops {
+		for _, t := range g.Ops[i].Inputs {
+			if p := g.Tensors[t].Producer; p != NoOp && p != OpID(i) {
+				indeg[i]++
+			}
+		}
+		for _, d := range g.Ops[i].ControlDeps {
+			if d != OpID(i) {
+				indeg[i]++
+				ctrlStart[d+1]++
+			}
+		}
 	}
-	return nil
+	for i := 0; i < n; i++ {
+		ctrlStart[i+1] += ctrlStart[i]
+	}
+	ctrl := make([]OpID, ctrlStart[n])
+	fill := slices.Clone(ctrlStart[:n])
+	for i := range g.Ops {
+		for _, d := range g.Ops[i].ControlDeps {
+			if d != OpID(i) {
+				ctrl[fill[d]] = OpID(i)
+				fill[d]++
+			}
+		}
+	}
+	queue := make([]OpID, 0, n)
+	for i := range indeg {
+		if indeg[i] == 0 {
+			queue = append(queue, OpID(i))
+		}
+	}
+	for k := 0; k < len(queue); k++ {
+		v := queue[k]
+		release := func(s OpID) {
+			if indeg[s]--; indeg[s] == 0 {
+				queue = append(queue, s)
+			}
+		}
+		for _, t := range g.Ops[v].Outputs {
+			for _, s := range g.Tensors[t].Consumers {
+				if s != v {
+					release(s)
+				}
+			}
+		}
+		for _, s := range ctrl[ctrlStart[v]:ctrlStart[v+1]] {
+			release(s)
+		}
+	}
+	if len(queue) == n {
+		return nil
+	}
+	_, err := g.TopoOrder(g.BuildAdjacency())
+	var cyc *CycleError
+	if !errors.As(err, &cyc) {
+		// Unreachable: both read the same edges.
+		return &CheckError{Invariant: InvAcyclic, Detail: fmt.Sprintf("%d ops are on or behind a cycle, which TopoOrder does not find", n-len(queue))}
+	}
+	return &CheckError{Invariant: InvAcyclic, Op: cyc.Ops[0], Detail: err.Error()}
 }
 
 // Check verifies c's coarse graph (Check) and the maps between its two
