@@ -195,7 +195,7 @@ var stages = []stage{
 		"opts.ModelPath opts.Constraints opts.Strategies model.Graph cluster",
 		"model.Graph.Colocate cluster rules"},
 	{"placement", resolvePlacement,
-		"wantGiven opts.ModelPath opts.Placement opts.Fill model.Graph model.Costs cluster precision",
+		"wantGiven opts.ModelPath opts.Placement opts.Fill opts.CostModel model.Graph model.Costs cluster precision",
 		"model.Warnings given"},
 	{"fuse", fuseGraph,
 		"opts.ModelPath opts.Fusion opts.FusionReport opts.CostModel model.Graph model.Costs cluster precision given rules",
