@@ -162,24 +162,56 @@ type run struct {
 }
 
 // stage is one step of the driver. Stages run in list order; each is
-// timed.
+// timed, and with CheckStages on, each that writes the graph is followed
+// by graph.Check.
+//
+// reads and writes declare the state the stage shares with the others,
+// as space-separated names of run's fields: "opts.X" and "model.X" name
+// a field of the options or the model, "model.Graph.Device" and
+// "model.Graph.Colocate" the ops' pins and colocation keys alone, and a
+// name covers the names below it ("model" covers "model.Graph"). A stage
+// reads only what the user gives (opts, wantGiven) or an earlier stage
+// writes, and writes only what it declares (TestStageDeclarations).
 type stage struct {
-	name string
-	fn   func(context.Context, *run) error
+	name          string
+	fn            func(context.Context, *run) error
+	reads, writes string
 }
 
 var stages = []stage{
-	{StageImport, importModel},
-	{"cluster", loadCluster},
-	{"pins", resolvePins},
-	{"train", buildTrainingStep},
-	{"rules", resolveRules},
-	{"placement", resolvePlacement},
-	{"fuse", fuseGraph},
-	{"cost", buildCosts},
-	{"bound", lowerBound},
-	{"place", placeUnderRules},
-	{"assemble", assemble},
+	{StageImport, importModel,
+		"opts.ModelPath opts.Import",
+		"model"},
+	{"cluster", loadCluster,
+		"opts.Cluster opts.ClusterPath",
+		"cluster"},
+	{"pins", resolvePins,
+		"opts.ModelPath opts.RespectDevices opts.DeviceTemplate model.Graph cluster",
+		"model.Graph.Device"},
+	{"train", buildTrainingStep,
+		"opts.ModelPath opts.Mode opts.Optimizer opts.Precision opts.CostModel model.Graph model.Costs cluster",
+		"opts.Mode model.Graph model.Warnings precision forward"},
+	{"rules", resolveRules,
+		"opts.ModelPath opts.Constraints opts.Strategies model.Graph cluster",
+		"model.Graph.Colocate cluster rules"},
+	{"placement", resolvePlacement,
+		"wantGiven opts.ModelPath opts.Placement opts.Fill opts.CostModel model.Graph model.Costs cluster precision",
+		"model.Warnings given"},
+	{"fuse", fuseGraph,
+		"opts.ModelPath opts.Fusion opts.FusionReport opts.CostModel model.Graph model.Costs cluster precision given rules",
+		"opts.FusionReport opts.CostModel model.Graph fused"},
+	{"cost", buildCosts,
+		"opts.ModelPath opts.Mode opts.CostModel model.Graph model.Costs model.Warnings cluster precision given rules fused",
+		"model.Warnings rules problem"},
+	{"bound", lowerBound,
+		"opts.Strategy problem",
+		"bound boundKind"},
+	{"place", placeUnderRules,
+		"opts.Strategy opts.Strategies opts.Schedule opts.Objective opts.MicroBatches problem rules",
+		"outcomes chosen strategy placed sim"},
+	{"assemble", assemble,
+		"opts.ModelPath opts.Mode model.Graph model.Warnings cluster precision forward given rules fused problem bound boundKind outcomes chosen strategy placed sim",
+		"model.Graph bound boundKind placed sim plan"},
 }
 
 // withDefaults fills the options a caller left empty.
@@ -226,8 +258,19 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// runStage runs one stage inside the caller's AroundStage.
+// runStage runs one stage inside the caller's AroundStage, then, with
+// CheckStages on, checks the graph it wrote.
 func (r *run) runStage(ctx context.Context, st stage) error {
+	if err := r.callStage(ctx, st); err != nil {
+		return err
+	}
+	if CheckStages {
+		return checkAfter(st, r)
+	}
+	return nil
+}
+
+func (r *run) callStage(ctx context.Context, st stage) error {
 	if r.opts.AroundStage != nil {
 		if end := r.opts.AroundStage(st.name); end != nil {
 			defer end()

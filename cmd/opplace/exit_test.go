@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/pipeline"
@@ -30,6 +31,7 @@ func TestExitCode(t *testing.T) {
 		{"placement infeasible", &placer.InfeasibleError{Proved: true}, exitInfeasible},
 		{"wrapped placement infeasible", wrap(&placer.InfeasibleError{}), exitInfeasible},
 		{"partition infeasible", &partition.InfeasibleError{Partitioner: "exact"}, exitInfeasible},
+		{"a graph a stage broke", &pipeline.StageCheckError{Stage: "fuse", Err: &graph.CheckError{Invariant: graph.InvAcyclic}}, exitInternal},
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {
