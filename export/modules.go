@@ -337,7 +337,7 @@ func dataFlow(p *plan.Plan, stageOf map[string]int, src string) error {
 		from, ok1 := stageOf[op.Name]
 		to, ok2 := devStage[t.To]
 		if ok1 && ok2 && from > to {
-			return errorf(Invalid, "%s: the stage numbers contradict the data flow: op %s of stage %d sends %s to %s in stage %d, but a stage's forward pass sends only to later stages; is the plan file edited? export the plan as opplace plan --out wrote it",
+			return errorf(Invalid, "%s: the stage numbers contradict the data flow: op %s of stage %d sends %s to %s in stage %d, but a stage's forward pass sends only to later stages; is the plan file edited? export the plan as opplace plan wrote it",
 				src, op.Name, from, t.Tensor, t.To, to)
 		}
 	}

@@ -41,7 +41,7 @@ func ReadFile(path string) (*Plan, error) {
 func Decode(data []byte) (*Plan, error) {
 	trimmed := bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\ufeff")))
 	if len(trimmed) == 0 {
-		return nil, errors.New("the file is empty; expected a plan document (the --out file of opplace plan)")
+		return nil, errors.New("the file is empty; expected a plan document (the plan file opplace plan writes)")
 	}
 	if bytes.IndexByte(trimmed, 0) >= 0 || !utf8.Valid(trimmed) {
 		return nil, notPlan("it is a binary file, not JSON or YAML: a model?")
@@ -98,7 +98,7 @@ func Decode(data []byte) (*Plan, error) {
 // notPlan is the refusal of a document that is no plan: why, and what
 // to give instead.
 func notPlan(why string) error {
-	return fmt.Errorf("not an opplace plan (%s); give the --out file of opplace plan", why)
+	return fmt.Errorf("not an opplace plan (%s); give the plan file opplace plan writes", why)
 }
 
 // planFields are the top-level fields every plan has, with the first
@@ -118,7 +118,7 @@ var lookalikes = []struct{ field, what string }{
 	{"measurements", "a profile, which opplace profile writes"},
 	{"modelTopology", "a TensorFlow.js model"},
 	{"weightsManifest", "a TensorFlow.js model"},
-	{"traceEvents", "a trace, which opplace plan --trace writes"},
+	{"traceEvents", "a schedule trace, which opplace plan writes on request"},
 	{"pin", "a constraints file"},
 	{"avoid", "a constraints file"},
 	{"reserve", "a constraints file"},

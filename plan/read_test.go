@@ -43,7 +43,7 @@ func TestReadFile(t *testing.T) {
 	}{
 		{"empty.json", "  \n", "the file is empty"},
 		{"truncated.json", string(js[:len(js)/2]), "not a valid JSON plan"},
-		{"cluster.yaml", "name: c\nhosts:\n  - name: h\n", "not an opplace plan (it looks like a cluster file); give the --out file of opplace plan"},
+		{"cluster.yaml", "name: c\nhosts:\n  - name: h\n", "not an opplace plan (it looks like a cluster file); give the plan file opplace plan writes"},
 		{"garbage.yaml", "\x00\x01: [", "not an opplace plan (it is a binary file"},
 		{"stray.json", `{"devices":[{"name":"a"}],"ops":[{"name":"x","device":"b"}],"predicted_step_ms":1}`, `op "x" is placed on "b"`},
 		{"no-devices.json", `{"devices":[],"ops":[],"predicted_step_ms":1}`, "lists no devices"},
