@@ -323,7 +323,7 @@ func (c *converter) controlFlow() (loopInfo, error) {
 	for f := range frames {
 		trips[f] = 1
 		for g, d := f, 0; g >= 0 && d <= len(frames); g, d = frames[g].parent, d+1 {
-			trips[f] = mulSat(trips[f], own[g])
+			trips[f] = shapes.MulSat(trips[f], own[g])
 			est[f] = est[f] || ownEst[g]
 		}
 	}
@@ -513,7 +513,7 @@ func (c *converter) condBranches(scale []int64) {
 	flops := map[branch]int64{}
 	for i := range c.nodes {
 		for _, b := range tags[i] {
-			flops[b] = addSat(flops[b], mulSat(c.works[i].FLOPs, scale[i]))
+			flops[b] = shapes.AddSat(flops[b], shapes.MulSat(c.works[i].FLOPs, scale[i]))
 		}
 	}
 	var dynamic []string

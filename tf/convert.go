@@ -444,7 +444,7 @@ func (c *converter) constant(i int) (*value, error) {
 		c.consts[i] = v
 	}
 	if g, ok := c.guesses[c.nodes[i].def.GetName()]; ok && !v.hasInts() {
-		ints := make([]int64, prod(v.shape))
+		ints := make([]int64, shapes.Prod(v.shape))
 		for k := range ints {
 			ints[k] = g
 		}
@@ -474,7 +474,7 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 			if v.dtype == graph.Undefined {
 				v.dtype = jsDType(w.Dtype)
 			}
-			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == prod(v.shape) {
+			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == shapes.Prod(v.shape) {
 				v.ints = ints
 			}
 		}
@@ -578,7 +578,7 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 		op := graph.Op{Name: nd.GetName(), Type: nd.GetOp(), Attrs: convertAttrs(nd), Work: c.works[i]}
 		if loops.scale != nil {
 			k := loops.scale[i]
-			op.Work.FLOPs, op.Work.MACs = mulSat(op.Work.FLOPs, k), mulSat(op.Work.MACs, k)
+			op.Work.FLOPs, op.Work.MACs = shapes.MulSat(op.Work.FLOPs, k), shapes.MulSat(op.Work.MACs, k)
 			op.Work.Estimated = op.Work.Estimated || loops.estimated[i] && k > 0
 		}
 		for _, r := range tn.ins {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -182,7 +183,7 @@ func (m *jsMeta) readGroup(dir string, grp *jsGroup) {
 		if size == 0 {
 			return // a string weight: later offsets are unknowable
 		}
-		n := prod(w.Shape)
+		n := shapes.Prod(w.Shape)
 		end := off + n*size
 		if end > int64(len(buf)) {
 			m.missing = append(m.missing, fmt.Sprintf("%s (too short for weight %q)", strings.Join(grp.Paths, ","), w.Name))
