@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/internal/shapes"
-	"github.com/opplace/opplace/onnx"
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -80,7 +80,7 @@ type converter struct {
 
 func newConverter(name string, opts Options, meta *jsMeta) *converter {
 	if opts.Import.Knobs == nil {
-		opts.Import.Knobs = onnx.Fields{Prefix: "Options.Import."} // messages name tf.Options' fields
+		opts.Import.Knobs = importopt.Fields{Prefix: "Options.Import."} // messages name tf.Options' fields
 	}
 	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{},
 		assumed: map[string]*value{}, guesses: map[string]int64{}}
