@@ -178,4 +178,3 @@ func graphName(gname, file string) string {
 	base := filepath.Base(file)
 	return base[:len(base)-len(filepath.Ext(base))]
 }
-
