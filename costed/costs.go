@@ -12,19 +12,10 @@ import (
 	"github.com/opplace/opplace/graph"
 )
 
-// TransferModel is an optional extension of cost.Model for models that
-// know some transfer times better than the cluster's link model.
-// TransferTime returns the seconds tensor t takes from device from to
-// device to; def is the link model's answer, returned when the model has
-// nothing better.
-type TransferModel interface {
-	TransferTime(g *graph.Graph, t graph.TensorID, from, to *cluster.Device, def float64) float64
-}
-
 // Costs is the measured cost model of a costed graph: a cost.Model whose
 // OpTime is the time the file gave for the op on a device type, +Inf for
-// a type it gave none for. It also implements TransferModel for edges
-// with an explicit transfer time.
+// a type it gave none for. It also implements cost.TransferModel for
+// edges with an explicit transfer time.
 type Costs struct {
 	file  string
 	graph *graph.Graph
@@ -101,8 +92,8 @@ func (c *Costs) column(dt *cluster.DeviceType) int {
 }
 
 var (
-	_ cost.Model    = (*Costs)(nil)
-	_ TransferModel = (*Costs)(nil)
+	_ cost.Model         = (*Costs)(nil)
+	_ cost.TransferModel = (*Costs)(nil)
 )
 
 // opIndex maps an op of g to the graph the times were measured for. A

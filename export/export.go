@@ -28,7 +28,7 @@ type Options struct {
 	// headers name it.
 	Source string
 	// DeviceTemplate renders a device as a TensorFlow device string
-	// (tf-device-map; empty for tf.DefaultTemplate).
+	// (tf-device-map; empty for tfdevice.DefaultTemplate).
 	DeviceTemplate string
 }
 

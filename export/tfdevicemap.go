@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/internal/tfdevice"
 	"github.com/opplace/opplace/plan"
-	"github.com/opplace/opplace/tf"
 )
 
 func init() {
@@ -50,7 +50,7 @@ func (tfDeviceMap) Export(w io.Writer, p *plan.Plan, o Options) error {
 }
 
 // DeviceStrings renders every device of the plan as a TensorFlow device
-// string with the template (tf.DefaultTemplate when empty), as plan
+// string with the template (tfdevice.DefaultTemplate when empty), as plan
 // --emit-model does with the cluster: a device's task is the index of its
 // host among the plan's hosts, in the order the plan lists devices, and
 // its kind (GPU, CPU, TPU) comes from its type's name.
@@ -72,7 +72,7 @@ func DeviceStrings(p *plan.Plan, tmpl string) (map[string]string, error) {
 		}
 		c.Devices = append(c.Devices, cluster.Device{Name: d.Name, Type: t, Host: h, Memory: d.MemoryBytes})
 	}
-	strs, err := tf.DeviceStrings(c, tmpl)
+	strs, err := tfdevice.Strings(c, tmpl)
 	if err != nil {
 		return nil, err
 	}

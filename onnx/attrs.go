@@ -143,7 +143,7 @@ func tensorValue(tp *onnxpb.TensorProto) (*value, error) {
 		return nil, err
 	}
 	v := &value{dtype: graph.DType(tp.GetDataType()), shape: dims, known: true}
-	n := prod(dims)
+	n := shapes.Prod(dims)
 	if n > maxFold || tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return v, nil
 	}

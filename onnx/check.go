@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"github.com/opplace/opplace/internal/shapes"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx/onnxpb"
@@ -65,7 +66,7 @@ func checkTensor(tp *onnxpb.TensorProto) error {
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return nil
 	}
-	n := prod(tp.GetDims())
+	n := shapes.Prod(tp.GetDims())
 	if raw := tp.GetRawData(); len(raw) > 0 {
 		if dt == graph.String {
 			return fmt.Errorf("is a string tensor with raw_data, which ONNX stores only in string_data: re-export the model")
@@ -74,7 +75,7 @@ func checkTensor(tp *onnxpb.TensorProto) error {
 		if bits == 0 {
 			return nil
 		}
-		want := mulSat(n, bits)/8 + min(mulSat(n, bits)%8, 1)
+		want := shapes.MulSat(n, bits)/8 + min(shapes.MulSat(n, bits)%8, 1)
 		if int64(len(raw)) != want {
 			return fmt.Errorf("dims %v hold %d %s elements (%d bytes), but its raw_data has %d bytes: the file is damaged or was written wrong; re-export the model", tp.GetDims(), n, dt, want, len(raw))
 		}
@@ -94,11 +95,11 @@ func typedData(tp *onnxpb.TensorProto, dt graph.DType, n int64) (field string, h
 	case graph.Float32:
 		return "float_data", len(tp.GetFloatData()), n
 	case graph.Complex64:
-		return "float_data", len(tp.GetFloatData()), mulSat(n, 2)
+		return "float_data", len(tp.GetFloatData()), shapes.MulSat(n, 2)
 	case graph.Float64:
 		return "double_data", len(tp.GetDoubleData()), n
 	case graph.Complex128:
-		return "double_data", len(tp.GetDoubleData()), mulSat(n, 2)
+		return "double_data", len(tp.GetDoubleData()), shapes.MulSat(n, 2)
 	case graph.Int64:
 		return "int64_data", len(tp.GetInt64Data()), n
 	case graph.Uint32, graph.Uint64:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -83,7 +84,7 @@ func conformanceCase(dir string) (data []byte, want [][]int64, err error) {
 		in.GetType().GetTensorType().Shape = shape
 		dt := onnxpb.TensorProto_DataType(tp.GetDataType())
 		small := dt == onnxpb.TensorProto_INT64 || dt == onnxpb.TensorProto_INT32 || dt == onnxpb.TensorProto_FLOAT || dt == onnxpb.TensorProto_BOOL
-		if small && prod(tp.GetDims()) <= 64 {
+		if small && shapes.Prod(tp.GetDims()) <= 64 {
 			tp.Name = proto.String(in.GetName())
 			g.Initializer = append(g.Initializer, tp)
 		}

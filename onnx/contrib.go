@@ -63,10 +63,10 @@ func inferMSAttention(n *node) error {
 	if err := n.set(1, x.dtype, []int64{2, b, heads, total, sizes[2] / heads}); err != nil {
 		return err
 	}
-	proj := mulSat(mulSat(b, s), mulSat(x.shape[2], w.shape[1]))
-	scores := mulSat(mulSat(b, heads), mulSat(s, total))
-	macs := addSat(proj, addSat(mulSat(scores, sizes[0]/heads), mulSat(scores, sizes[2]/heads)))
-	n.macs(macs, mulSat(5, scores))
+	proj := shapes.MulSat(shapes.MulSat(b, s), shapes.MulSat(x.shape[2], w.shape[1]))
+	scores := shapes.MulSat(shapes.MulSat(b, heads), shapes.MulSat(s, total))
+	macs := shapes.AddSat(proj, shapes.AddSat(shapes.MulSat(scores, sizes[0]/heads), shapes.MulSat(scores, sizes[2]/heads)))
+	n.macs(macs, shapes.MulSat(5, scores))
 	return nil
 }
 
@@ -103,8 +103,8 @@ func inferMultiHeadAttention(n *node) error {
 	if err := n.set(0, q.dtype, []int64{b, s, dv}); err != nil {
 		return err
 	}
-	scores := mulSat(mulSat(b, heads), mulSat(s, kvLen))
-	n.macs(addSat(mulSat(scores, d/heads), mulSat(scores, dv/heads)), mulSat(5, scores))
+	scores := shapes.MulSat(shapes.MulSat(b, heads), shapes.MulSat(s, kvLen))
+	n.macs(shapes.AddSat(shapes.MulSat(scores, d/heads), shapes.MulSat(scores, dv/heads)), shapes.MulSat(5, scores))
 	return nil
 }
 
@@ -135,7 +135,7 @@ func inferSkipLayerNorm(n *node) error {
 	if err := n.set(3, x.dtype, shapes.Clone(x.shape)); err != nil {
 		return err
 	}
-	n.flops(mulSat(10, x.elems()))
+	n.flops(shapes.MulSat(10, x.elems()))
 	return nil
 }
 
@@ -153,7 +153,7 @@ func inferFusedConv(n *node) error {
 	}
 	// The fused activation (and optional residual Z) cost one FLOP or so
 	// per output element.
-	n.work.FLOPs = addSat(n.work.FLOPs, n.outElems(0))
+	n.work.FLOPs = shapes.AddSat(n.work.FLOPs, n.outElems(0))
 	return nil
 }
 
@@ -185,7 +185,7 @@ func inferFusedMatMul(n *node) error {
 	if err := n.set(0, a.dtype, out); err != nil {
 		return err
 	}
-	n.macs(macs, prod(out))
+	n.macs(macs, shapes.Prod(out))
 	return nil
 }
 
@@ -194,7 +194,7 @@ func inferBiasAdd(n *node) error {
 	if err != nil {
 		return err
 	}
-	n.flops(mulSat(2, x.elems()))
+	n.flops(shapes.MulSat(2, x.elems()))
 	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }
 
@@ -220,6 +220,6 @@ func inferEmbedLayerNorm(n *node) error {
 	if err := n.set(2, word.dtype, shapes.Clone(out)); err != nil {
 		return err
 	}
-	n.flops(mulSat(10, prod(out)))
+	n.flops(shapes.MulSat(10, shapes.Prod(out)))
 	return nil
 }

@@ -89,8 +89,8 @@ func sumWork(g *graph.Graph) graph.Work {
 	var w graph.Work
 	for i := range g.Ops {
 		o := g.Ops[i].Work
-		w.FLOPs = addSat(w.FLOPs, o.FLOPs)
-		w.MACs = addSat(w.MACs, o.MACs)
+		w.FLOPs = shapes.AddSat(w.FLOPs, o.FLOPs)
+		w.MACs = shapes.AddSat(w.MACs, o.MACs)
 		w.TempBytes = max(w.TempBytes, o.TempBytes)
 		w.Estimated = w.Estimated || o.Estimated
 	}
@@ -98,8 +98,8 @@ func sumWork(g *graph.Graph) graph.Work {
 }
 
 func scaleWork(w graph.Work, k int64) graph.Work {
-	w.FLOPs = mulSat(w.FLOPs, k)
-	w.MACs = mulSat(w.MACs, k)
+	w.FLOPs = shapes.MulSat(w.FLOPs, k)
+	w.MACs = shapes.MulSat(w.MACs, k)
 	return w
 }
 
@@ -396,6 +396,6 @@ func inferScan8(n *node) error {
 			return err
 		}
 	}
-	n.work = scaleWork(w, mulSat(batch, seq))
+	n.work = scaleWork(w, shapes.MulSat(batch, seq))
 	return nil
 }

@@ -168,10 +168,10 @@ func (n *node) convCommon(x, w, b *value, dt graph.DType, group int64) error {
 	if err := n.set(0, dt, out); err != nil {
 		return err
 	}
-	macs := mulSat(prod(out), mulSat(w.shape[1], prod(wa.kernel)))
+	macs := shapes.MulSat(shapes.Prod(out), shapes.MulSat(w.shape[1], shapes.Prod(wa.kernel)))
 	var extra int64
 	if b != nil {
-		extra = prod(out)
+		extra = shapes.Prod(out)
 	}
 	n.macs(macs, extra)
 	return nil
@@ -232,10 +232,10 @@ func inferConvTranspose(n *node) error {
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
 	}
-	macs := mulSat(x.elems(), mulSat(w.shape[1], prod(wa.kernel)))
+	macs := shapes.MulSat(x.elems(), shapes.MulSat(w.shape[1], shapes.Prod(wa.kernel)))
 	var extra int64
 	if n.input(2) != nil {
-		extra = prod(out)
+		extra = shapes.Prod(out)
 	}
 	n.macs(macs, extra)
 	return nil
@@ -268,7 +268,7 @@ func inferPool(n *node) error {
 	if err := n.set(1, graph.Int64, shapes.Clone(out)); err != nil {
 		return err
 	}
-	n.flops(mulSat(prod(out), prod(wa.kernel)))
+	n.flops(shapes.MulSat(shapes.Prod(out), shapes.Prod(wa.kernel)))
 	return nil
 }
 

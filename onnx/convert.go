@@ -3,6 +3,7 @@ package onnx
 import (
 	"errors"
 	"fmt"
+	"github.com/opplace/opplace/internal/importopt"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,12 +250,12 @@ func shadowed(in *onnxpb.ValueInfoProto, t *graph.Tensor) error {
 // symbolic leading dimension Options.Dims binds ("": none).
 func (c *converter) batchUnused(fixed *onnxpb.ValueInfoProto, byDim string) string {
 	if byDim != "" {
-		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, c.opts.Knobs.Dim(byDim, strconv.FormatInt(c.opts.Dims[byDim], 10)))
+		return importopt.BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, c.opts.Knobs.Dim(byDim, strconv.FormatInt(c.opts.Dims[byDim], 10)))
 	}
 	if fixed == nil {
-		return BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, "")
+		return importopt.BatchUnused(c.opts.Knobs, c.opts.Batch, "", nil, "")
 	}
-	return BatchUnused(c.opts.Knobs, c.opts.Batch, fixed.GetName(), declaredDims(fixed.GetType().GetTensorType().GetShape()), "")
+	return importopt.BatchUnused(c.opts.Knobs, c.opts.Batch, fixed.GetName(), declaredDims(fixed.GetType().GetTensorType().GetShape()), "")
 }
 
 // lookup tells whether a name is visible from enclosing scopes.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // inferEinsum shapes an Einsum. A contraction of two or more operands is
@@ -86,9 +88,9 @@ func inferEinsum(n *node) error {
 		return err
 	}
 	if len(n.in) >= 2 {
-		m := prod(ell)
+		m := shapes.Prod(ell)
 		for _, s := range size {
-			m = mulSat(m, s)
+			m = shapes.MulSat(m, s)
 		}
 		n.macs(m, 0)
 	} else {

@@ -85,7 +85,7 @@ func inferUnary(cost int64) inferFunc {
 		if err := n.setValue(0, out); err != nil {
 			return err
 		}
-		n.flops(mulSat(cost, x.elems()))
+		n.flops(shapes.MulSat(cost, x.elems()))
 		return nil
 	}
 }
@@ -295,7 +295,7 @@ func inferBinary(boolOut bool) inferFunc {
 		if n.op == "Pow" {
 			cost = 4
 		}
-		n.flops(mulSat(cost, out.elems()))
+		n.flops(shapes.MulSat(cost, out.elems()))
 		return nil
 	}
 }
@@ -332,7 +332,7 @@ func inferVariadic(n *node) error {
 	if err := n.setValue(0, out); err != nil {
 		return err
 	}
-	n.flops(mulSat(int64(max(len(n.in)-1, 1)), out.elems()))
+	n.flops(shapes.MulSat(int64(max(len(n.in)-1, 1)), out.elems()))
 	return nil
 }
 
@@ -357,11 +357,11 @@ func inferWhere(n *node) error {
 		return err
 	}
 	out := &value{dtype: x.dtype, shape: s, known: true}
-	if prod(s) <= maxFold && cond.hasInts() {
+	if shapes.Prod(s) <= maxFold && cond.hasInts() {
 		xn, ok1 := x.numbers()
 		yn, ok2 := y.numbers()
 		if ok1 && ok2 {
-			res := make([]float64, prod(s))
+			res := make([]float64, shapes.Prod(s))
 			for i := range res {
 				if cond.ints[shapes.BroadcastIndex(int64(i), s, cond.shape)] != 0 {
 					res[i] = xn[shapes.BroadcastIndex(int64(i), s, x.shape)]

@@ -51,7 +51,7 @@ func inferLoss(n *node) error {
 	if n.op == "SoftmaxCrossEntropyLoss" {
 		cost = 7
 	}
-	n.flops(mulSat(cost, x.elems()))
+	n.flops(shapes.MulSat(cost, x.elems()))
 	return n.set(1, x.dtype, shapes.Clone(x.shape))
 }
 
@@ -65,7 +65,7 @@ func inferDet(n *node) error {
 		return fmt.Errorf("input %v is not a batch of square matrices", x.shape)
 	}
 	m := x.shape[r-1]
-	n.flops(mulSat(prod(x.shape[:r-2]), mulSat(m, mulSat(m, m))))
+	n.flops(shapes.MulSat(shapes.Prod(x.shape[:r-2]), shapes.MulSat(m, shapes.MulSat(m, m))))
 	return n.set(0, x.dtype, shapes.Clone(x.shape[:r-2]))
 }
 
@@ -85,7 +85,7 @@ func inferGridSample(n *node) error {
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
 	}
-	n.flops(mulSat(8, prod(out)))
+	n.flops(shapes.MulSat(8, shapes.Prod(out)))
 	return nil
 }
 
@@ -106,7 +106,7 @@ func inferRoiAlign(n *node) error {
 		return err
 	}
 	ratio := max(n.attrs.Int("sampling_ratio", 0), 2)
-	n.flops(mulSat(prod(out), 4*ratio*ratio))
+	n.flops(shapes.MulSat(shapes.Prod(out), 4*ratio*ratio))
 	return nil
 }
 
@@ -124,7 +124,7 @@ func inferWindow(n *node) error {
 	if err != nil {
 		return err
 	}
-	n.flops(mulSat(4, size))
+	n.flops(shapes.MulSat(4, size))
 	return n.set(0, graph.DType(n.attrs.Int("output_datatype", int64(graph.Float32))), []int64{size})
 }
 
@@ -161,7 +161,7 @@ func inferDFT(n *node) error {
 	if err := n.set(0, x.dtype, out); err != nil {
 		return err
 	}
-	n.flops(mulSat(prod(out), 5*int64(max(1, log2(length)))))
+	n.flops(shapes.MulSat(shapes.Prod(out), 5*int64(max(1, log2(length)))))
 	return nil
 }
 
@@ -206,7 +206,7 @@ func inferSTFT(n *node) error {
 		bins = frame/2 + 1
 	}
 	out := []int64{x.shape[0], frames, bins, 2}
-	n.flops(mulSat(prod(out), 5*int64(max(1, log2(frame)))))
+	n.flops(shapes.MulSat(shapes.Prod(out), 5*int64(max(1, log2(frame)))))
 	return n.set(0, x.dtype, out)
 }
 
@@ -235,10 +235,10 @@ func inferCol2Im(n *node) error {
 	if !ok {
 		return errNeedValue
 	}
-	if x.rank() != 3 || len(img) != len(block) || prod(block) == 0 || x.shape[1]%prod(block) != 0 {
+	if x.rank() != 3 || len(img) != len(block) || shapes.Prod(block) == 0 || x.shape[1]%shapes.Prod(block) != 0 {
 		return fmt.Errorf("input %v does not fit image %v and block %v", x.shape, img, block)
 	}
-	out := append([]int64{x.shape[0], x.shape[1] / prod(block)}, img...)
+	out := append([]int64{x.shape[0], x.shape[1] / shapes.Prod(block)}, img...)
 	n.flops(x.elems())
 	return n.set(0, x.dtype, out)
 }
@@ -286,7 +286,7 @@ func inferAffineGrid(n *node) error {
 	}
 	out := append([]int64{size[0]}, size[2:]...)
 	out = append(out, int64(len(size)-2))
-	n.flops(mulSat(2*int64(len(size)-1), prod(out)))
+	n.flops(shapes.MulSat(2*int64(len(size)-1), shapes.Prod(out)))
 	return n.set(0, theta.dtype, out)
 }
 
@@ -353,7 +353,7 @@ func inferAttention(n *node) error {
 			return err
 		}
 	}
-	scores := mulSat(mulSat(b, heads), mulSat(sq, skv))
-	n.macs(addSat(mulSat(scores, dq), mulSat(scores, dv)), mulSat(5, scores))
+	scores := shapes.MulSat(shapes.MulSat(b, heads), shapes.MulSat(sq, skv))
+	n.macs(shapes.AddSat(shapes.MulSat(scores, dq), shapes.MulSat(scores, dv)), shapes.MulSat(5, scores))
 	return nil
 }

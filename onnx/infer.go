@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // node is one operator as inference sees it: positional inputs and
@@ -121,7 +122,7 @@ func (n *node) setValue(i int, v *value) error {
 		if v.shape == nil {
 			v.shape = []int64{}
 		}
-		if prod(v.shape) > maxFold {
+		if shapes.Prod(v.shape) > maxFold {
 			v.ints, v.floats = nil, nil
 		}
 	}
@@ -157,7 +158,7 @@ func (n *node) flops(f int64) { n.work.FLOPs = f }
 // macs sets the op's MACs and FLOPs (two per MAC plus extra).
 func (n *node) macs(m, extra int64) {
 	n.work.MACs = m
-	n.work.FLOPs = addSat(mulSat(2, m), extra)
+	n.work.FLOPs = shapes.AddSat(shapes.MulSat(2, m), extra)
 }
 
 // estimate marks the work as a conservative guess: a few FLOPs per
@@ -165,10 +166,10 @@ func (n *node) macs(m, extra int64) {
 func (n *node) estimate() {
 	var t int64
 	for _, v := range n.in {
-		t = addSat(t, v.elems())
+		t = shapes.AddSat(t, v.elems())
 	}
 	for _, v := range n.out {
-		t = addSat(t, v.elems())
+		t = shapes.AddSat(t, v.elems())
 	}
-	n.work = graph.Work{FLOPs: mulSat(4, t), Estimated: true}
+	n.work = graph.Work{FLOPs: shapes.MulSat(4, t), Estimated: true}
 }

@@ -10,46 +10,30 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/internal/progress"
 	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
 
-// Options bind what the model leaves to run time: the dynamic dimensions
-// of its inputs (precedence, highest first: Shapes, Dims, Batch), the trip
-// count of data-dependent loops and the branch an If with a run-time
-// condition is costed as.
-type Options struct {
-	// Dims binds a symbolic dimension (dim_param) everywhere it appears.
-	Dims map[string]int64
-	// Batch binds the leading dimension of every graph input whose leading
-	// dimension is dynamic; 0 leaves it unset.
-	Batch int64
-	// Shapes sets one input's whole shape.
-	Shapes map[string][]int64
-	// LoopTrips is the iteration count assumed for a Loop whose trip count
-	// is not a constant: its cost is the body's times
-	// LoopTrips and its scan outputs get LoopTrips as leading dimension.
-	// 0 counts one iteration, marks the cost estimated and leaves the scan
-	// outputs unshaped. Either way the import warns.
-	LoopTrips int64
-	// IfBranch is the branch an If whose condition is not a constant is
-	// shaped and costed as: IfThen, IfElse or IfMax (the
-	// branch with more FLOPs, then on ties); "" means IfMax. An If whose
-	// condition folds to a constant always takes that branch.
-	IfBranch string
-	// Knobs names these settings in the messages that tell the user to
-	// change one; nil names the Options fields (Fields{}), and the opplace
-	// command sets its flags.
-	Knobs Knobs
-}
+// Options bind what the model leaves to run time (importopt.Options: the
+// dynamic dimensions, data-dependent loops' trip count, the branch of an
+// If with a run-time condition); the TensorFlow importer takes the same.
+type Options = importopt.Options
+
+// Knobs names the settings an import message tells the user to change
+// (importopt.Knobs); Fields is the default, naming the Options fields.
+type (
+	Knobs  = importopt.Knobs
+	Fields = importopt.Fields
+)
 
 // Values of Options.IfBranch.
 const (
-	IfMax  = "max"
-	IfThen = "then"
-	IfElse = "else"
+	IfMax  = importopt.IfMax
+	IfThen = importopt.IfThen
+	IfElse = importopt.IfElse
 )
 
 // Model is an imported ONNX model.
@@ -203,38 +187,4 @@ func graphName(gname, file string) string {
 	}
 	base := filepath.Base(file)
 	return base[:len(base)-len(filepath.Ext(base))]
-}
-
-// Validate rejects options that bind nothing real: a negative batch or
-// trip count, a dimension that is not positive (a 0 makes every tensor
-// that carries it empty, and the step a no-op), an unknown If branch.
-// Its errors name the option's meaning, not a command-line flag.
-func (o Options) Validate() error {
-	if o.Batch < 0 {
-		return fmt.Errorf("the batch size %d must be positive (0 leaves it unbound)", o.Batch)
-	}
-	if o.LoopTrips < 0 {
-		return fmt.Errorf("the loop trip count %d must be positive (0 counts one iteration)", o.LoopTrips)
-	}
-	switch o.IfBranch {
-	case "", IfMax, IfThen, IfElse:
-	default:
-		return fmt.Errorf("the If branch %q is not then, else or max", o.IfBranch)
-	}
-	for _, k := range sortedKeys(o.Dims) {
-		if v := o.Dims[k]; v <= 0 {
-			return fmt.Errorf("dimension %q bound to %d: a dimension must be positive", k, v)
-		}
-	}
-	for _, k := range sortedKeys(o.Shapes) {
-		for i, d := range o.Shapes[k] {
-			if d <= 0 {
-				return fmt.Errorf("the shape given for input %q has size %d on axis %d: a dimension must be positive", k, d, i)
-			}
-		}
-		if err := checkShape(o.Shapes[k]); err != nil {
-			return fmt.Errorf("the shape given for input %q: %v", k, err)
-		}
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 )
 
 // Matrix products. MatMul MACs are batch·M·N·K with numpy broadcasting of
@@ -45,7 +46,7 @@ func matmulShape(a, b []int64) ([]int64, int64, error) {
 	if len(b) > 1 {
 		out = append(out, nn)
 	}
-	macs := mulSat(mulSat(prod(batch), m), mulSat(nn, k))
+	macs := shapes.MulSat(shapes.MulSat(shapes.Prod(batch), m), shapes.MulSat(nn, k))
 	return out, macs, nil
 }
 
@@ -118,6 +119,6 @@ func inferGemm(n *node) error {
 	if err := n.set(0, a.dtype, out); err != nil {
 		return err
 	}
-	n.macs(mulSat(mulSat(m, nn), k), extra)
+	n.macs(shapes.MulSat(shapes.MulSat(m, nn), k), extra)
 	return nil
 }

@@ -214,7 +214,7 @@ func inferRandom(n *node) error {
 		return fmt.Errorf("%s has no shape", n.op)
 	}
 	dt := graph.DType(n.attrs.Int("dtype", int64(graph.Float32)))
-	n.flops(mulSat(4, prod(shape)))
+	n.flops(shapes.MulSat(4, shapes.Prod(shape)))
 	return n.set(0, dt, shapes.Clone(shape))
 }
 
@@ -227,7 +227,7 @@ func inferRandomLike(n *node) error {
 	if n.attrs.Has("dtype") {
 		dt = graph.DType(n.attrs.Int("dtype", 1))
 	}
-	n.flops(mulSat(4, x.elems()))
+	n.flops(shapes.MulSat(4, x.elems()))
 	return n.set(0, dt, shapes.Clone(x.shape))
 }
 

@@ -31,7 +31,7 @@ func inferSameShape(cost int64) inferFunc {
 		if err != nil {
 			return err
 		}
-		n.flops(mulSat(cost, x.elems()))
+		n.flops(shapes.MulSat(cost, x.elems()))
 		return n.set(0, x.dtype, shapes.Clone(x.shape))
 	}
 }
@@ -54,7 +54,7 @@ func inferSoftmax(n *node) error {
 	if n.op == "Hardmax" {
 		cost = 1
 	}
-	n.flops(mulSat(cost, x.elems()))
+	n.flops(shapes.MulSat(cost, x.elems()))
 	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }
 
@@ -79,7 +79,7 @@ func inferBatchNorm(n *node) error {
 	if len(n.out) > 1 {
 		cost = 8
 	}
-	n.flops(mulSat(cost, x.elems()))
+	n.flops(shapes.MulSat(cost, x.elems()))
 	return nil
 }
 
@@ -105,7 +105,7 @@ func inferLayerNorm(n *node) error {
 			return err
 		}
 	}
-	n.flops(mulSat(8, x.elems()))
+	n.flops(shapes.MulSat(8, x.elems()))
 	return nil
 }
 
@@ -114,6 +114,6 @@ func inferLRN(n *node) error {
 	if err != nil {
 		return err
 	}
-	n.flops(mulSat(2*n.attrs.Int("size", 1)+4, x.elems()))
+	n.flops(shapes.MulSat(2*n.attrs.Int("size", 1)+4, x.elems()))
 	return n.set(0, x.dtype, shapes.Clone(x.shape))
 }

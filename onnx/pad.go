@@ -150,7 +150,7 @@ func inferResize(n *node) error {
 				return fmt.Errorf("scales %v are negative", scales)
 			}
 			v := math.Floor(float64(x.shape[a]) * scales[i])
-			if v > float64(maxElements) {
+			if v > float64(shapes.MaxElements) {
 				return fmt.Errorf("scales %v are too large", scales)
 			}
 			out[a] = int64(v)
@@ -163,6 +163,6 @@ func inferResize(n *node) error {
 	if n.attrs.String("mode", "nearest") == "nearest" {
 		cost = 1
 	}
-	n.flops(mulSat(cost, prod(out)))
+	n.flops(shapes.MulSat(cost, shapes.Prod(out)))
 	return nil
 }

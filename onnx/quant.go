@@ -28,7 +28,7 @@ func inferQuantize(n *node) error {
 	if n.attrs.Has("output_dtype") && n.attrs.Int("output_dtype", 0) != 0 {
 		dt = graph.DType(n.attrs.Int("output_dtype", 0))
 	}
-	n.flops(mulSat(4, x.elems()))
+	n.flops(shapes.MulSat(4, x.elems()))
 	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
@@ -45,7 +45,7 @@ func inferDequantize(n *node) error {
 	if n.attrs.Has("output_dtype") && n.attrs.Int("output_dtype", 0) != 0 {
 		dt = graph.DType(n.attrs.Int("output_dtype", 0))
 	}
-	n.flops(mulSat(2, x.elems()))
+	n.flops(shapes.MulSat(2, x.elems()))
 	return n.set(0, dt, shapes.Clone(x.shape))
 }
 
@@ -57,7 +57,7 @@ func inferDynamicQuantize(n *node) error {
 	if x.dtype != graph.Float32 {
 		return fmt.Errorf("input must be float32, not %s", x.dtype)
 	}
-	n.flops(mulSat(6, x.elems()))
+	n.flops(shapes.MulSat(6, x.elems()))
 	if err := n.set(0, graph.Uint8, shapes.Clone(x.shape)); err != nil {
 		return err
 	}

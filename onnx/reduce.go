@@ -70,7 +70,7 @@ func inferReduce(n *node) error {
 	case "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp":
 		cost = 2
 	}
-	n.flops(mulSat(cost, x.elems()))
+	n.flops(shapes.MulSat(cost, x.elems()))
 	return n.setValue(0, res)
 }
 
@@ -98,7 +98,7 @@ func foldReduce(op string, x *value, nums []float64, red []bool, res *value) {
 			kshape[i] = 1
 		}
 	}
-	acc := make([]float64, prod(kshape))
+	acc := make([]float64, shapes.Prod(kshape))
 	for i := range acc {
 		acc[i] = init
 	}

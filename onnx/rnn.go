@@ -58,9 +58,9 @@ func inferRNN(gates, elementwise int64) inferFunc {
 				return err
 			}
 		}
-		steps := mulSat(mulSat(seq, dirs), batch)
-		macs := mulSat(steps, mulSat(gates*hidden, in+hidden))
-		n.macs(macs, mulSat(steps, mulSat(elementwise, hidden)))
+		steps := shapes.MulSat(shapes.MulSat(seq, dirs), batch)
+		macs := shapes.MulSat(steps, shapes.MulSat(gates*hidden, in+hidden))
+		n.macs(macs, shapes.MulSat(steps, shapes.MulSat(elementwise, hidden)))
 		return nil
 	}
 }

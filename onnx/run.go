@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"github.com/opplace/opplace/internal/importopt"
 	"strings"
 
 	"github.com/opplace/opplace/graph"
@@ -223,7 +224,7 @@ func (c *converter) inputValue(vi *onnxpb.ValueInfoProto) (*value, error) {
 	v := &value{dtype: graph.DType(tt.GetElemType()), known: true, shape: []int64{}}
 	if s, ok := c.opts.Shapes[name]; ok {
 		if decl := tt.GetShape(); decl != nil && len(decl.GetDim()) != len(s) {
-			return nil, ShapeRankError(c.opts.Knobs, name, s, declaredDims(decl))
+			return nil, importopt.ShapeRankError(c.opts.Knobs, name, s, declaredDims(decl))
 		}
 		for axis, d := range tt.GetShape().GetDim() {
 			if x, ok := d.GetValue().(*onnxpb.TensorShapeProto_Dimension_DimValue); ok && axis > 0 && x.DimValue != s[axis] && c.depth == 0 && c.reshaped == nil {

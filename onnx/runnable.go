@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/opplace/opplace/internal/importopt"
 	"math"
 	"math/rand/v2"
 
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -81,7 +83,7 @@ func Runnable(data []byte, o RunnableOptions) ([]byte, error) {
 		if err != nil || hasData(t) {
 			return
 		}
-		n := prod(t.GetDims())
+		n := shapes.Prod(t.GetDims())
 		size, ok := fillSize(t.GetDataType())
 		if !ok {
 			err = fmt.Errorf("tensor %q has no data and element type %s, which cannot be filled with made-up values",
@@ -121,7 +123,7 @@ func StripWeights(data []byte) ([]byte, error) {
 		return nil, err
 	}
 	eachTensor(mp.ProtoReflect(), func(t *onnxpb.TensorProto) {
-		if prod(t.GetDims()) <= maxFold && t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
+		if shapes.Prod(t.GetDims()) <= maxFold && t.GetDataLocation() != onnxpb.TensorProto_EXTERNAL {
 			return
 		}
 		t.RawData, t.FloatData, t.Int32Data, t.StringData = nil, nil, nil, nil
@@ -165,7 +167,7 @@ func bindInputs(g *onnxpb.GraphProto, o Options, knobs Knobs) (map[string]int64,
 		if s, ok := o.Shapes[name]; ok {
 			old := tt.GetShape().GetDim()
 			if tt.GetShape() != nil && len(old) != len(s) {
-				return nil, ShapeRankError(knobs, name, s, declaredDims(tt.GetShape()))
+				return nil, importopt.ShapeRankError(knobs, name, s, declaredDims(tt.GetShape()))
 			}
 			for i, d := range old {
 				if p := d.GetDimParam(); p != "" {
@@ -214,7 +216,7 @@ func hasData(t *onnxpb.TensorProto) bool {
 	if t.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		return false
 	}
-	if prod(t.GetDims()) == 0 {
+	if shapes.Prod(t.GetDims()) == 0 {
 		return true
 	}
 	return len(t.RawData) > 0 || len(t.FloatData) > 0 || len(t.Int32Data) > 0 || len(t.StringData) > 0 ||
@@ -239,7 +241,7 @@ func fillSize(dt int32) (int64, bool) {
 // fillTensor stores random data in t's raw_data and clears its external
 // data.
 func fillTensor(t *onnxpb.TensorProto, r *rand.Rand) {
-	n := prod(t.GetDims())
+	n := shapes.Prod(t.GetDims())
 	size, _ := fillSize(t.GetDataType())
 	b := make([]byte, n*size)
 	normal := func() float64 {

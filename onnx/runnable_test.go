@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opplace/opplace/internal/shapes"
 	"github.com/opplace/opplace/onnx/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -87,7 +88,7 @@ func TestRunnableTiny(t *testing.T) {
 				t.Errorf("output dim 0 = %d, want %d (bound from the input)", got, tc.want[0])
 			}
 			for _, it := range mp.Graph.Initializer {
-				n := prod(it.GetDims())
+				n := shapes.Prod(it.GetDims())
 				size, _ := fillSize(it.GetDataType())
 				if it.GetDataLocation() == onnxpb.TensorProto_EXTERNAL || len(it.ExternalData) > 0 {
 					t.Errorf("%s: still external", it.GetName())

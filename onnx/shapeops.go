@@ -146,7 +146,7 @@ func inferReshape(n *node) error {
 		default:
 			out[i] = d
 		}
-		known = mulSat(known, out[i])
+		known = shapes.MulSat(known, out[i])
 	}
 	total := x.elems()
 	if infer >= 0 {
@@ -154,7 +154,7 @@ func inferReshape(n *node) error {
 			return fmt.Errorf("cannot reshape %v (%d elements) to %v", x.shape, total, target)
 		}
 		out[infer] = total / known
-	} else if prod(out) != total {
+	} else if shapes.Prod(out) != total {
 		return fmt.Errorf("cannot reshape %v (%d elements) to %v", x.shape, total, target)
 	}
 	return n.setValue(0, sameData(x, out))
@@ -172,7 +172,7 @@ func inferFlatten(n *node) error {
 	if a < 0 || a > int64(x.rank()) {
 		return fmt.Errorf("axis %d is out of range for rank %d", n.attrs.Int("axis", 1), x.rank())
 	}
-	return n.setValue(0, sameData(x, []int64{prod(x.shape[:a]), prod(x.shape[a:])}))
+	return n.setValue(0, sameData(x, []int64{shapes.Prod(x.shape[:a]), shapes.Prod(x.shape[a:])}))
 }
 
 // axesArg reads an axes list from the attribute (before opset version
@@ -291,15 +291,15 @@ func inferConcat(n *node) error {
 		}
 		for i := range r {
 			if i == axis {
-				out[i] = addSat(out[i], v.shape[i])
+				out[i] = shapes.AddSat(out[i], v.shape[i])
 			} else if v.shape[i] != out[i] {
 				return fmt.Errorf("input shapes %v and %v differ off the concatenation axis %d", vals[0].shape, v.shape, axis)
 			}
 		}
 	}
 	res := &value{dtype: vals[0].dtype, shape: out, known: true}
-	if prod(out) <= maxFold {
-		outer := prod(out[:axis])
+	if shapes.Prod(out) <= maxFold {
+		outer := shapes.Prod(out[:axis])
 		allInts, allNums := true, true
 		for _, v := range vals {
 			allInts = allInts && v.hasInts()
@@ -310,7 +310,7 @@ func inferConcat(n *node) error {
 			var floats []float64
 			for o := range outer {
 				for _, v := range vals {
-					inner := prod(v.shape[axis:])
+					inner := shapes.Prod(v.shape[axis:])
 					if allInts {
 						ints = append(ints, v.ints[o*inner:(o+1)*inner]...)
 					} else {
@@ -652,7 +652,7 @@ func inferTile(n *node) error {
 		if r < 0 {
 			return fmt.Errorf("repeats %v has a negative entry", reps)
 		}
-		out[i] = mulSat(x.shape[i], r)
+		out[i] = shapes.MulSat(x.shape[i], r)
 	}
 	res := &value{dtype: x.dtype, shape: out, known: true}
 	xs := strides(x.shape)
@@ -754,7 +754,7 @@ func inferRange(n *node) error {
 	}
 	cnt := int64(0)
 	if c := (limit - start) / delta; c > 0 {
-		if c > float64(maxElements) {
+		if c > float64(shapes.MaxElements) {
 			return fmt.Errorf("Range of %g elements is too large", c)
 		}
 		cnt = int64(math.Ceil(c))

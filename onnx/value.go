@@ -3,15 +3,10 @@ package onnx
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/shapes"
 )
-
-// maxElements bounds the element count of any inferred tensor: a shape
-// beyond it is a corrupt model or a shape-arithmetic bug, not a workload.
-const maxElements = int64(1) << 50
 
 // maxFold bounds the size of tensors whose contents are tracked for
 // partial evaluation. Shape-feeding tensors hold a handful of elements;
@@ -39,17 +34,17 @@ func (v *value) elems() int64 {
 	if v == nil || !v.known {
 		return 0
 	}
-	return prod(v.shape)
+	return shapes.Prod(v.shape)
 }
 
 // hasInts reports whether the contents are known as integers.
 func (v *value) hasInts() bool {
-	return v != nil && v.known && v.ints != nil && int64(len(v.ints)) == prod(v.shape)
+	return v != nil && v.known && v.ints != nil && int64(len(v.ints)) == shapes.Prod(v.shape)
 }
 
 // hasFloats reports whether the contents are known as floats.
 func (v *value) hasFloats() bool {
-	return v != nil && v.known && v.floats != nil && int64(len(v.floats)) == prod(v.shape)
+	return v != nil && v.known && v.floats != nil && int64(len(v.floats)) == shapes.Prod(v.shape)
 }
 
 // numbers returns the contents as float64 whatever the element type.
@@ -95,36 +90,6 @@ func isIntType(d graph.DType) bool {
 	return false
 }
 
-// prod multiplies dims, saturating at math.MaxInt64 so an absurd shape is
-// caught by checkShape instead of wrapping around.
-func prod(s []int64) int64 {
-	n := int64(1)
-	for _, d := range s {
-		n = mulSat(n, d)
-	}
-	return n
-}
-
-// mulSat multiplies non-negative numbers, saturating on overflow.
-func mulSat(a, b int64) int64 {
-	if a < 0 || b < 0 {
-		return a * b
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi != 0 || lo > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(lo)
-}
-
-// addSat adds non-negative numbers, saturating on overflow.
-func addSat(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
-}
-
 // checkShape rejects negative dimensions and absurd sizes.
 func checkShape(s []int64) error {
 	for i, d := range s {
@@ -132,7 +97,7 @@ func checkShape(s []int64) error {
 			return fmt.Errorf("dimension %d of shape %v is negative", i, s)
 		}
 	}
-	if prod(s) > maxElements {
+	if shapes.Prod(s) > shapes.MaxElements {
 		return fmt.Errorf("shape %v has more than 2^50 elements", s)
 	}
 	return nil

@@ -60,7 +60,7 @@ type Annotation struct {
 	// Cluster.
 	Placement map[string]string
 	Cluster   *cluster.Cluster
-	// Template renders TensorFlow device strings (tf.DefaultTemplate
+	// Template renders TensorFlow device strings (tfdevice.DefaultTemplate
 	// when empty).
 	Template string
 	// From and To are the model file's path and the annotated file's:

@@ -16,12 +16,12 @@ import (
 	"github.com/opplace/opplace/constraint"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/tfdevice"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/sim"
 	"github.com/opplace/opplace/strategy"
-	"github.com/opplace/opplace/tf"
 	"github.com/opplace/opplace/train"
 )
 
@@ -63,7 +63,7 @@ type Options struct {
 	Precision string
 	// RespectDevices pins TensorFlow nodes to the cluster devices their
 	// device fields name; DeviceTemplate renders a cluster device as a
-	// TensorFlow device string (default tf.DefaultTemplate).
+	// TensorFlow device string (default tfdevice.DefaultTemplate).
 	RespectDevices bool
 	DeviceTemplate string
 	// Schedule (1f1b or gpipe), Objective (throughput or latency) and
@@ -360,9 +360,9 @@ func resolvePins(_ context.Context, r *run) error {
 	}
 	tmpl := r.opts.DeviceTemplate
 	if tmpl == "" {
-		tmpl = tf.DefaultTemplate
+		tmpl = tfdevice.DefaultTemplate
 	}
-	resolve, err := tf.NewPinResolver(r.cluster, tmpl)
+	resolve, err := tfdevice.NewPinResolver(r.cluster, tmpl)
 	if err != nil {
 		return &InputError{err}
 	}

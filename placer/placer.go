@@ -96,7 +96,7 @@ func placed(pl sim.Placement, _ *sim.Result, err error) (sim.Placement, error) {
 // Factory makes a placer.
 type Factory func() Placer
 
-var placers = registry.New[Placer]("strategy")
+var placers = registry.New[Placer]("placer")
 
 // Register adds a placer under name; it panics on a duplicate name, which
 // is a programming error caught at init.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/cluster"
@@ -170,8 +171,10 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func TestUnknownStrategy(t *testing.T) {
-	if _, err := placer.New("nope"); err == nil {
-		t.Error("unknown strategy accepted")
+// TestUnknownPlacer: the registry names what it holds (a placer, not a
+// strategy) in its error.
+func TestUnknownPlacer(t *testing.T) {
+	if _, err := placer.New("nope"); err == nil || !strings.Contains(err.Error(), `unknown placer "nope" (known: [`) {
+		t.Errorf("an unknown placer: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/internal/tfdevice"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/tf"
@@ -60,7 +61,7 @@ func TestAnnotateRoundTripTF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pins, err := tf.NewPinResolver(c, "")
+		pins, err := tfdevice.NewPinResolver(c, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -179,7 +179,7 @@ func reshapeCandidates(in []int64, out *value) []*value {
 				}
 				v.shape[at] = in[len(in)-1-k]
 			}
-			if ok && complete(v) && v.known() && prod(v.shape) == out.count {
+			if ok && complete(v) && v.known() && shapes.Prod(v.shape) == out.count {
 				v.count = 0
 				cands = append(cands, v)
 			}

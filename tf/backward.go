@@ -308,7 +308,7 @@ func backReduce(n *node) [][]*value {
 		res[0] = []*value{{shape: s, ranked: true}}
 		return res
 	}
-	if idx := n.input(1); idx == nil || !idx.known() || prod(idx.shape) != 1 {
+	if idx := n.input(1); idx == nil || !idx.known() || shapes.Prod(idx.shape) != 1 {
 		return nil
 	}
 	if keep {

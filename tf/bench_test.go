@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 )
 
 // BenchmarkDecode measures a whole import (parse, shape inference,
@@ -19,7 +19,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				if _, err := Decode(data, name, Options{Import: onnx.Options{Batch: 1}}); err != nil {
+				if _, err := Decode(data, name, Options{Import: importopt.Options{Batch: 1}}); err != nil {
 					b.Fatal(err)
 				}
 			}

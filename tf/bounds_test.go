@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 )
 
 // TestBounds checks that sizes and work never wrap and that a dimension
@@ -18,15 +18,15 @@ func TestBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		graph   string
-		opts    onnx.Options
+		opts    importopt.Options
 		err     string
 		warning string
 	}{
 		{name: "work past 2^60", graph: matmul,
 			err: `op "m" (MatMul, output 33554432x1048576): the graph's FLOPs reach 2^60 (1.15e18) here`},
-		{name: "zero bound shape", graph: dyn, opts: onnx.Options{Shapes: map[string][]int64{"in": {0, 8}}},
+		{name: "zero bound shape", graph: dyn, opts: importopt.Options{Shapes: map[string][]int64{"in": {0, 8}}},
 			err: `the shape given for input "in" has size 0 on axis 0: a dimension must be positive`},
-		{name: "negative batch", graph: dyn, opts: onnx.Options{Batch: -2}, err: "the batch size -2 must be positive"},
+		{name: "negative batch", graph: dyn, opts: importopt.Options{Batch: -2}, err: "the batch size -2 must be positive"},
 		{name: "declared zero", graph: ph("x", 4, 0) + nd("y", "Relu", in("x")),
 			warning: `input "x" axis 1 has size 0 in the model: the tensor is empty, and so is the work of every op that depends on it`},
 	} {

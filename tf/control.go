@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/internal/shapes"
-	"github.com/opplace/opplace/onnx"
 )
 
 // TensorFlow 1 control flow. A while loop is a frame: Enter nodes bring
@@ -337,7 +337,7 @@ func (c *converter) controlFlow() (loopInfo, error) {
 	for f := range frames {
 		trips[f] = 1
 		for g, d := f, 0; g >= 0 && d <= len(frames); g, d = frames[g].parent, d+1 {
-			trips[f] = mulSat(trips[f], own[g])
+			trips[f] = shapes.MulSat(trips[f], own[g])
 			est[f] = est[f] || ownEst[g]
 		}
 	}
@@ -539,7 +539,7 @@ func (c *converter) condBranches(scale []int64) {
 	flops := map[branch]int64{}
 	for i := range c.nodes {
 		for _, b := range tags[i] {
-			flops[b] = addSat(flops[b], mulSat(c.works[i].FLOPs, scale[i]))
+			flops[b] = shapes.AddSat(flops[b], shapes.MulSat(c.works[i].FLOPs, scale[i]))
 		}
 	}
 	var dynamic []string
@@ -551,9 +551,9 @@ func (c *converter) condBranches(scale []int64) {
 		} else {
 			dynamic = append(dynamic, tensorName(c.nodes[p.node].def.GetName(), p.out))
 			switch c.opts.Import.IfBranch {
-			case onnx.IfThen:
+			case importopt.IfThen:
 				take = true
-			case onnx.IfElse:
+			case importopt.IfElse:
 				take = false
 			}
 		}
@@ -566,12 +566,12 @@ func (c *converter) condBranches(scale []int64) {
 	}
 	if len(dynamic) > 0 {
 		k := c.opts.Import.Knobs
-		what := fmt.Sprintf("the branch with more FLOPs (%s)", k.IfBranch(onnx.IfMax))
-		if b := c.opts.Import.IfBranch; b == onnx.IfThen || b == onnx.IfElse {
+		what := fmt.Sprintf("the branch with more FLOPs (%s)", k.IfBranch(importopt.IfMax))
+		if b := c.opts.Import.IfBranch; b == importopt.IfThen || b == importopt.IfElse {
 			what = fmt.Sprintf("the %s branch (%s)", b, k.IfBranch(b))
 		}
 		c.warn("if-branch", fmt.Sprintf("%d cond(s) have a predicate that is not a constant (first: %q): costed as %s; choose with %s",
-			len(dynamic), dynamic[0], what, k.IfBranch(onnx.IfThen+"|"+onnx.IfElse+"|"+onnx.IfMax)))
+			len(dynamic), dynamic[0], what, k.IfBranch(importopt.IfThen+"|"+importopt.IfElse+"|"+importopt.IfMax)))
 	}
 }
 

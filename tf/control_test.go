@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 )
 
 // Builders for TensorFlow 1 control flow, named as tf.while_loop and
@@ -179,7 +179,7 @@ func TestControlFlow(t *testing.T) {
 	cases := []struct {
 		name     string
 		graph    string
-		opts     onnx.Options
+		opts     importopt.Options
 		macs     map[string]int64 // op → MACs
 		flops    map[string]int64 // op → FLOPs
 		shapes   map[string]string
@@ -197,9 +197,9 @@ func TestControlFlow(t *testing.T) {
 			warning: `1 while loop(s) have no constant trip count (first: frame "while/while_context"): one iteration counted (cost estimated); set the count with Options.Import.LoopTrips = N`},
 		{name: "trips at INT32_MAX", graph: whileLoop(math.MaxInt32), macs: map[string]int64{"while/MatMul": mm}, est: "while/MatMul",
 			warning: `1 while loop(s) have a constant trip count too large to plan for (first: frame "while/while_context", 2147483647 trips, at least 2^31-1: a run-until-the-condition-fails sentinel, not a count): one iteration counted (cost estimated)`},
-		{name: "dynamic trips, option", graph: whileLoop(-1), opts: onnx.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 7 * mm},
+		{name: "dynamic trips, option", graph: whileLoop(-1), opts: importopt.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 7 * mm},
 			warning: "counted as 7 iterations (Options.Import.LoopTrips = 7)"},
-		{name: "constant trips beat the option", graph: whileLoop(5), opts: onnx.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 5 * mm}},
+		{name: "constant trips beat the option", graph: whileLoop(5), opts: importopt.Options{LoopTrips: 7}, macs: map[string]int64{"while/MatMul": 5 * mm}},
 		{name: "nested loops", graph: nestedLoops(), macs: map[string]int64{"o/i/MatMul": 3 * 4 * mm},
 			shapes: map[string]string{"out": "4x8"}},
 		{name: "map_fn", graph: mapFn(), macs: map[string]int64{"map/while/MatMul": 6 * 15},
@@ -207,9 +207,9 @@ func TestControlFlow(t *testing.T) {
 		{name: "cond default max", graph: tfCond(""), macs: map[string]int64{"cond/MatMul": mm}, flops: map[string]int64{"cond/Relu": 0},
 			shapes:  map[string]string{"y": "4x8"},
 			warning: `1 cond(s) have a predicate that is not a constant (first: "p"): costed as the branch with more FLOPs (Options.Import.IfBranch = "max"); choose with Options.Import.IfBranch = "then"|"else"|"max"`},
-		{name: "cond else", graph: tfCond(""), opts: onnx.Options{IfBranch: onnx.IfElse},
+		{name: "cond else", graph: tfCond(""), opts: importopt.Options{IfBranch: importopt.IfElse},
 			macs: map[string]int64{"cond/MatMul": 0}, flops: map[string]int64{"cond/Relu": 32}, warning: `the else branch (Options.Import.IfBranch = "else")`},
-		{name: "cond constant false", graph: tfCond("false"), opts: onnx.Options{IfBranch: onnx.IfThen},
+		{name: "cond constant false", graph: tfCond("false"), opts: importopt.Options{IfBranch: importopt.IfThen},
 			macs: map[string]int64{"cond/MatMul": 0}, flops: map[string]int64{"cond/Relu": 32}},
 		{name: "cond constant true", graph: tfCond("true"), macs: map[string]int64{"cond/MatMul": mm}, flops: map[string]int64{"cond/Relu": 0}},
 	}

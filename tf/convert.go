@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/internal/shapes"
-	"github.com/opplace/opplace/onnx"
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -91,7 +91,7 @@ type converter struct {
 
 func newConverter(name string, opts Options, meta *jsMeta) *converter {
 	if opts.Import.Knobs == nil {
-		opts.Import.Knobs = onnx.Fields{Prefix: "Options.Import."} // messages name tf.Options' fields
+		opts.Import.Knobs = importopt.Fields{Prefix: "Options.Import."} // messages name tf.Options' fields
 	}
 	return &converter{name: name, opts: opts, meta: meta, warnings: map[string]string{}, declared: map[string]*value{},
 		assumed: map[string]*value{}, guesses: map[string]int64{}}
@@ -458,7 +458,7 @@ func (c *converter) constant(i int) (*value, error) {
 		c.consts[i] = v
 	}
 	if g, ok := c.guesses[c.nodes[i].def.GetName()]; ok && !v.hasInts() {
-		ints := make([]int64, prod(v.shape))
+		ints := make([]int64, shapes.Prod(v.shape))
 		for k := range ints {
 			ints[k] = g
 		}
@@ -488,7 +488,7 @@ func (c *converter) constValue(nd *nodepb.NodeDef) (*value, error) {
 			if v.dtype == graph.Undefined {
 				v.dtype = jsDType(w.Dtype)
 			}
-			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == prod(v.shape) {
+			if ints, ok := c.meta.values[nd.GetName()]; ok && int64(len(ints)) == shapes.Prod(v.shape) {
 				v.ints = ints
 			}
 		}
@@ -530,7 +530,7 @@ func (c *converter) placeholderValue(nd *nodepb.NodeDef) (*value, error) {
 					decl[i] = strconv.FormatInt(d, 10)
 				}
 			}
-			return nil, onnx.ShapeRankError(c.opts.Import.Knobs, key, given, decl)
+			return nil, importopt.ShapeRankError(c.opts.Import.Knobs, key, given, decl)
 		}
 		for axis, d := range dims {
 			if d >= 0 && d != given[axis] && c.shapeHint == "" {
@@ -626,7 +626,7 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 		op := graph.Op{Name: nd.GetName(), Type: nd.GetOp(), Attrs: convertAttrs(nd), Work: c.works[i]}
 		if loops.scale != nil {
 			k := loops.scale[i]
-			op.Work.FLOPs, op.Work.MACs = mulSat(op.Work.FLOPs, k), mulSat(op.Work.MACs, k)
+			op.Work.FLOPs, op.Work.MACs = shapes.MulSat(op.Work.FLOPs, k), shapes.MulSat(op.Work.MACs, k)
 			op.Work.Estimated = op.Work.Estimated || loops.estimated[i] && k > 0
 		}
 		for _, r := range tn.ins {
@@ -668,7 +668,7 @@ func (c *converter) build(loops loopInfo) (*graph.Graph, error) {
 		c.warn("dims", fmt.Sprintf("%s binds named dimensions, which TensorFlow graphs do not have; use %s or %s", k.Dim("", ""), k.Batch(""), k.Shape("", "")))
 	}
 	if b := c.opts.Import.Batch; b > 0 && !c.batchBinds {
-		c.warn("batch", onnx.BatchUnused(c.opts.Import.Knobs, b, c.batchFixed, c.batchFixedDims, ""))
+		c.warn("batch", importopt.BatchUnused(c.opts.Import.Knobs, b, c.batchFixed, c.batchFixedDims, ""))
 	}
 	for name := range c.opts.Import.Shapes {
 		i, ok := c.index[strings.TrimSuffix(name, ":0")]

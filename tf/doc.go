@@ -19,14 +19,15 @@
 // reads them as weights (graph.Trainable, the rule ONNX import uses),
 // graph.Constant otherwise (integers, scalars, masks). Placeholders become
 // graph.Input tensors, shaped by their shape attribute (or the TF.js
-// signature) and the onnx.Options flags: Batch binds a dynamic (-1)
+// signature) and the import options (Options.Import, the importopt.Options
+// the ONNX importer takes too, onnx.Options): Batch binds a dynamic (-1)
 // leading dimension, Shapes sets a whole shape. Every other node is an
 // op; output i of node n is the tensor "n" (i = 0) or "n:i". Control
 // inputs (^n) become graph.Op.ControlDeps; `_class: loc:@n` attributes
 // become colocation groups (graph.Op.Colocate, keyed "loc:@" + the
 // group's first node in file order); node device fields are kept as the
 // op's "_device" attribute and, with Options.Pins, become pins
-// (graph.Op.Device) on the cluster device they name (NewPinResolver).
+// (graph.Op.Device) on the cluster device they name (tfdevice.NewPinResolver).
 // Graph outputs are the TF.js signature's, else every op output nothing
 // reads.
 //
@@ -71,11 +72,11 @@
 // one copy of each body, and a body op costs its work times the trip
 // count of its frame and of the frames enclosing it. The trip count is
 // read from the loop condition when it compares a constant-stepped
-// counter with a constant limit, else it is onnx.Options.LoopTrips (one
+// counter with a constant limit, else it is Options.Import.LoopTrips (one
 // iteration, cost estimated, when unset); either case of a dynamic count
 // warns. A cond (a Switch on a predicate that is not a LoopCond) costs
 // one side, chosen as for an ONNX If (the constant predicate, else
-// onnx.Options.IfBranch); the other side's ops stay, at no cost.
+// Options.Import.IfBranch); the other side's ops stay, at no cost.
 //
 // # Cost convention
 //
@@ -92,7 +93,8 @@
 //
 // Annotate sets node device fields (Const and Placeholder nodes take
 // their first consumer's device); AnnotateDevices renders cluster devices
-// as TensorFlow device strings with a template (DefaultTemplate:
+// as TensorFlow device strings with a template (package tfdevice; its
+// DefaultTemplate is
 // /job:worker/replica:0/task:<host index>/device:<GPU|CPU>:<index within
 // host and kind>) and annotates. Which format a model file is, and so
 // which annotator writes it, is package pipeline's one format table.

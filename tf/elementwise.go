@@ -30,7 +30,7 @@ func init() {
 	register(&opDef{shape: inferBinary(true), cost: perOut(1), bcast: true},
 		"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr")
 	register(&opDef{shape: inferBinary(false), cost: func(n *node) {
-		n.work.FLOPs = mulSat(int64(max(len(n.in)-1, 1)), n.outElems(0))
+		n.work.FLOPs = shapes.MulSat(int64(max(len(n.in)-1, 1)), n.outElems(0))
 	}, bcast: true}, "AddN", "AccumulateNV2")
 	register(&opDef{shape: inferSelect, cost: perOut(1), bcast: true}, "Select", "SelectV2")
 	register(&opDef{shape: inferBinary(false), cost: perOut(2), bcast: true}, "ClipByValue")
@@ -154,10 +154,10 @@ func inferSelect(n *node) error {
 // foldBinary computes integer results for small known operands: the
 // arithmetic of shape computations.
 func foldBinary(op string, a, b, out *value) {
-	if !a.hasInts() || !b.hasInts() || !out.known() || prod(out.shape) > maxFold {
+	if !a.hasInts() || !b.hasInts() || !out.known() || shapes.Prod(out.shape) > maxFold {
 		return
 	}
-	n := prod(out.shape)
+	n := shapes.Prod(out.shape)
 	res := make([]int64, n)
 	for i := int64(0); i < n; i++ {
 		x := a.ints[shapes.BroadcastIndex(i, out.shape, a.shape)]

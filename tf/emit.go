@@ -4,19 +4,20 @@ import (
 	"fmt"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/internal/tfdevice"
 )
 
 // AnnotateDevices returns the TensorFlow model file data (binary or text
 // GraphDef, or TF.js graph model) with each op placed as placement says
 // (op name → cluster device name), the devices rendered as device strings
-// with the template (DefaultTemplate when empty). Ops of the plan that are
-// not in the file (a training step's backward ops) are skipped. With an
+// with the template (tfdevice.DefaultTemplate when empty). Ops of the plan
+// that are not in the file (a training step's backward ops) are skipped. With an
 // empty placement it needs no cluster and only checks that data can be
 // annotated.
 func AnnotateDevices(data []byte, placement map[string]string, c *cluster.Cluster, tmpl string) ([]byte, error) {
 	devices := make(map[string]string, len(placement))
 	if len(placement) > 0 {
-		strs, err := DeviceStrings(c, tmpl)
+		strs, err := tfdevice.Strings(c, tmpl)
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/tf"
 )
@@ -42,7 +42,7 @@ func TestBadInput(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := pipeline.LoadModel(path, onnx.Options{Batch: 1})
+		_, err := pipeline.LoadModel(path, importopt.Options{Batch: 1})
 		var ie *pipeline.InputError
 		if err == nil || !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: error %v, want an InputError naming the file and containing %q", tc.name, err, tc.want)
@@ -74,7 +74,7 @@ func TestSniff(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"resnet50", "gpt2_small", "inception_v3"} {
-		mm, err := pipeline.LoadModel(filepath.Join("..", "testdata", "models", m+".onnx"), onnx.Options{Dims: map[string]int64{"batch": 2}})
+		mm, err := pipeline.LoadModel(filepath.Join("..", "testdata", "models", m+".onnx"), importopt.Options{Dims: map[string]int64{"batch": 2}})
 		if err != nil || mm.Format != "onnx" {
 			t.Errorf("%s: format %v, %v; want onnx", m, mm, err)
 		}
@@ -91,6 +91,6 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tf.Decode(data, "fuzz", tf.Options{Import: onnx.Options{Batch: 1}})
+		tf.Decode(data, "fuzz", tf.Options{Import: importopt.Options{Batch: 1}})
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -34,7 +34,7 @@ func exportGraphDef(t *testing.T, path string) *graphpb.GraphDef {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newConverter(path, Options{Import: onnx.Options{Batch: 1}}, meta)
+	c := newConverter(path, Options{Import: importopt.Options{Batch: 1}}, meta)
 	if _, err := c.convert(gd); err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +104,13 @@ func TestFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ref, err := Load(js, Options{Import: onnx.Options{Batch: 1}})
+		ref, err := Load(js, Options{Import: importopt.Options{Batch: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ext := range []string{".pb", ".pbtxt"} {
 			path := strings.TrimSuffix(js, ".json") + ext
-			m, err := Load(path, Options{Import: onnx.Options{Batch: 1}})
+			m, err := Load(path, Options{Import: importopt.Options{Batch: 1}})
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}

@@ -128,7 +128,7 @@ func (c *converter) axisConsts() ([]int, map[int][]axisUse) {
 				continue
 			}
 			v := c.vals[r.node][0]
-			if v.hasInts() || !v.known() || prod(v.shape) != 1 || len(v.shape) > 1 || !isIntType(v.dtype) {
+			if v.hasInts() || !v.known() || shapes.Prod(v.shape) != 1 || len(v.shape) > 1 || !isIntType(v.dtype) {
 				continue
 			}
 			if k != ax {

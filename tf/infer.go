@@ -112,7 +112,7 @@ func (n *node) setValue(i int, v *value) error {
 	if i >= len(n.out) {
 		return nil
 	}
-	if v.hasInts() && prod(v.shape) > maxFold {
+	if v.hasInts() && shapes.Prod(v.shape) > maxFold {
 		v.ints = nil
 	}
 	n.out[i] = v
@@ -124,7 +124,7 @@ func (n *node) setInts(i int, dt graph.DType, shape []int64, ints []int64) error
 	if err := n.set(i, dt, shape); err != nil {
 		return err
 	}
-	if i < len(n.out) && int64(len(ints)) == prod(shape) && len(ints) <= maxFold {
+	if i < len(n.out) && int64(len(ints)) == shapes.Prod(shape) && len(ints) <= maxFold {
 		n.out[i].ints = shapes.Clone(ints)
 	}
 	return nil
@@ -204,13 +204,13 @@ func (n *node) outElems(i int) int64 {
 
 // perOut sets the FLOPs to k per element of the first output.
 func perOut(k int64) func(n *node) {
-	return func(n *node) { n.work.FLOPs = mulSat(k, n.outElems(0)) }
+	return func(n *node) { n.work.FLOPs = shapes.MulSat(k, n.outElems(0)) }
 }
 
 // macs sets the op's MACs and its FLOPs (two per MAC plus extra).
 func (n *node) macs(m, extra int64) {
 	n.work.MACs = m
-	n.work.FLOPs = addSat(mulSat(2, m), extra)
+	n.work.FLOPs = shapes.AddSat(shapes.MulSat(2, m), extra)
 }
 
 // estimate marks the work as a conservative guess: four FLOPs per
@@ -218,12 +218,12 @@ func (n *node) macs(m, extra int64) {
 func (n *node) estimate() {
 	var t int64
 	for _, v := range n.in {
-		t = addSat(t, v.elems())
+		t = shapes.AddSat(t, v.elems())
 	}
 	for _, v := range n.out {
-		t = addSat(t, v.elems())
+		t = shapes.AddSat(t, v.elems())
 	}
-	n.work = graph.Work{FLOPs: mulSat(4, t), Estimated: true}
+	n.work = graph.Work{FLOPs: shapes.MulSat(4, t), Estimated: true}
 }
 
 // dataFormat reports whether the op's data_format is channels-first.

@@ -8,8 +8,9 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/internal/shapes"
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/tfdevice"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -42,11 +43,11 @@ type Options struct {
 	// sets one Placeholder's whole shape. TensorFlow has no named
 	// dimensions, so Dims only binds nothing and draws a warning. Nil
 	// Import.Knobs names these fields in messages (Options.Import.Batch).
-	Import onnx.Options
+	Import importopt.Options
 	// Pins, when set, turns each node's device field into a pin
 	// (graph.Op.Device) on the cluster device it names; nil keeps the
 	// field only as the op's "_device" attribute.
-	Pins PinResolver
+	Pins tfdevice.PinResolver
 }
 
 // Model is an imported TensorFlow graph.

@@ -83,7 +83,7 @@ func complete(v *value) bool {
 			at = i
 			continue
 		}
-		p = mulSat(p, d)
+		p = shapes.MulSat(p, d)
 	}
 	if p == 0 || v.count%p != 0 {
 		return false
@@ -157,10 +157,10 @@ func checkPartial(v *value) error {
 	n := int64(1)
 	for _, d := range v.shape {
 		if d >= 0 {
-			n = mulSat(n, d)
+			n = shapes.MulSat(n, d)
 		}
 	}
-	if n > maxElements || v.count > maxElements {
+	if n > shapes.MaxElements || v.count > shapes.MaxElements {
 		return fmt.Errorf("shape %s has more elements than any real tensor", v)
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/tf"
 )
@@ -63,7 +63,7 @@ func TestModels(t *testing.T) {
 		{"movenet-lightning", 150, 0},
 	} {
 		path := filepath.Join("..", "testdata", "tf", tc.name+".json")
-		m, err := tf.Load(path, tf.Options{Import: onnx.Options{Batch: 1}})
+		m, err := tf.Load(path, tf.Options{Import: importopt.Options{Batch: 1}})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -99,7 +99,7 @@ func TestModels(t *testing.T) {
 // [17, 17, 2] and each keypoint's own pair picked (GatherNd -> 17x2);
 // the output is [1, 1, 17, 3] (y, x, score).
 func TestMoveNetDecoder(t *testing.T) {
-	m, err := tf.Load(filepath.Join("..", "testdata", "tf", "movenet-lightning.json"), tf.Options{Import: onnx.Options{Batch: 1}})
+	m, err := tf.Load(filepath.Join("..", "testdata", "tf", "movenet-lightning.json"), tf.Options{Import: importopt.Options{Batch: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestMoveNetDecoder(t *testing.T) {
 // Hand-computed shapes and work of emotion's first layers (input
 // 1x64x64x1, NHWC).
 func TestEmotionByHand(t *testing.T) {
-	m, err := tf.Load(filepath.Join("..", "testdata", "tf", "emotion.json"), tf.Options{Import: onnx.Options{Batch: 1}})
+	m, err := tf.Load(filepath.Join("..", "testdata", "tf", "emotion.json"), tf.Options{Import: importopt.Options{Batch: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestModelsPlan(t *testing.T) {
 					continue
 				}
 				res, err := pipeline.Run(context.Background(), pipeline.Options{ModelPath: m, ClusterPath: c,
-					Import: onnx.Options{Batch: 1}, Mode: mode})
+					Import: importopt.Options{Batch: 1}, Mode: mode})
 				if err != nil {
 					t.Errorf("%s on %s (%s): %v", filepath.Base(m), filepath.Base(c), mode, err)
 					continue

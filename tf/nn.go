@@ -17,7 +17,7 @@ func init() {
 	register(&opDef{shape: inferMatMul, cost: costMatMul}, "MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 	register(&opDef{shape: inferResize, cost: costResize}, "ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ResizeArea")
 	register(&opDef{shape: inferSame(graph.Undefined), cost: func(n *node) {
-		n.work.FLOPs = mulSat(2*(2*n.attrInt("depth_radius", 5)+1)+4, n.outElems(0))
+		n.work.FLOPs = shapes.MulSat(2*(2*n.attrInt("depth_radius", 5)+1)+4, n.outElems(0))
 	}, same: true}, "LRN")
 	register(&opDef{shape: inferDepthSpace}, "DepthToSpace", "SpaceToDepth")
 }
@@ -178,11 +178,11 @@ func costConv(n *node) {
 	w := n.in[1]
 	out := n.out[0]
 	r := len(w.shape)
-	perOutput := prod(w.shape[:r-2])
+	perOutput := shapes.Prod(w.shape[:r-2])
 	if !isDepthwise(n.op) {
-		perOutput = mulSat(perOutput, w.shape[r-2])
+		perOutput = shapes.MulSat(perOutput, w.shape[r-2])
 	}
-	n.macs(mulSat(out.elems(), perOutput), mulSat(n.fusedExtra(), out.elems()))
+	n.macs(shapes.MulSat(out.elems(), perOutput), shapes.MulSat(n.fusedExtra(), out.elems()))
 }
 
 func inferConvBackpropInput(n *node) error {
@@ -209,7 +209,7 @@ func costConvBackpropInput(n *node) {
 		return
 	}
 	r := len(w.shape)
-	n.macs(mulSat(dy.elems(), mulSat(prod(w.shape[:r-2]), w.shape[r-2])), 0)
+	n.macs(shapes.MulSat(dy.elems(), shapes.MulSat(shapes.Prod(w.shape[:r-2]), w.shape[r-2])), 0)
 }
 
 func inferPool(n *node) error {
@@ -259,11 +259,11 @@ func inferPool(n *node) error {
 func costPool(n *node) {
 	k := int64(1)
 	if ks, err := n.ints(1); err == nil && n.op == "MaxPoolV2" {
-		k = prod(ks)
+		k = shapes.Prod(ks)
 	} else {
-		k = prod(n.attrInts("ksize"))
+		k = shapes.Prod(n.attrInts("ksize"))
 	}
-	n.work.FLOPs = mulSat(k, n.outElems(0))
+	n.work.FLOPs = shapes.MulSat(k, n.outElems(0))
 }
 
 func inferBatchNorm(n *node) error {
@@ -301,7 +301,7 @@ func costBatchNorm(n *node) {
 	if n.op == "_FusedBatchNormEx" {
 		k++
 	}
-	n.work.FLOPs = mulSat(k, n.outElems(0))
+	n.work.FLOPs = shapes.MulSat(k, n.outElems(0))
 }
 
 func inferMatMul(n *node) error {
@@ -350,7 +350,7 @@ func costMatMul(n *node) {
 		k = a.shape[len(a.shape)-2]
 	}
 	out := n.outElems(0)
-	n.macs(mulSat(out, k), mulSat(n.fusedExtra(), out))
+	n.macs(shapes.MulSat(out, k), shapes.MulSat(n.fusedExtra(), out))
 }
 
 func inferResize(n *node) error {
@@ -385,7 +385,7 @@ func costResize(n *node) {
 	case "ResizeBicubic":
 		k = 32
 	}
-	n.work.FLOPs = mulSat(k, n.outElems(0))
+	n.work.FLOPs = shapes.MulSat(k, n.outElems(0))
 }
 
 func inferDepthSpace(n *node) error {

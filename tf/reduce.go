@@ -15,7 +15,7 @@ func init() {
 		if v, err := n.ints(1); err == nil {
 			k = v[0]
 		}
-		n.work.FLOPs = mulSat(log2Ceil(k+1), n.in[0].elems())
+		n.work.FLOPs = shapes.MulSat(log2Ceil(k+1), n.in[0].elems())
 	}}, "TopKV2")
 }
 

@@ -74,7 +74,7 @@ func inferReshape(n *node) error {
 		case d < 0:
 			return fmt.Errorf("shape %v has a bad dimension %d", target, d)
 		default:
-			known = mulSat(known, d)
+			known = shapes.MulSat(known, d)
 		}
 	}
 	if infer >= 0 {
@@ -281,7 +281,7 @@ func inferConcat(n *node) error {
 	}
 	out[axis] = sum
 	res := &value{dtype: dt, shape: out, ranked: true}
-	if res.known() && int64(len(ints)) == prod(out) {
+	if res.known() && int64(len(ints)) == shapes.Prod(out) {
 		res.ints = ints
 	}
 	return n.setValue(0, res)
@@ -364,8 +364,8 @@ func inferFill(n *node) error {
 	if err := checkShape(out); err != nil {
 		return fmt.Errorf("dims: %v", err)
 	}
-	if v := n.input(1); v.hasInts() && prod(out) <= maxFold {
-		ints := make([]int64, prod(out))
+	if v := n.input(1); v.hasInts() && shapes.Prod(out) <= maxFold {
+		ints := make([]int64, shapes.Prod(out))
 		for i := range ints {
 			ints[i] = v.ints[0]
 		}
@@ -427,7 +427,7 @@ func inferTile(n *node) error {
 	}
 	out := shapes.Clone(x.shape)
 	for i := range out {
-		out[i] = mulSat(out[i], m[i])
+		out[i] = shapes.MulSat(out[i], m[i])
 	}
 	return n.set(0, n.dt(), out)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 )
 
 // Text-GraphDef builders for small test graphs.
@@ -194,13 +194,13 @@ func TestPlaceholderOptions(t *testing.T) {
 	g := `node { name: "in" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: -1 } dim { size: 8 } } } } }
 ` + nd("y", "Relu", in("in"))
 	for _, tc := range []struct {
-		opts  onnx.Options
+		opts  importopt.Options
 		shape string
 		err   string
 	}{
-		{onnx.Options{}, "", `input "in" axis 0 has no fixed size (-1); set the whole shape with Options.Import.Shapes["in"] = []int64{D0,D1,...} or Options.Import.Batch = N`},
-		{onnx.Options{Batch: 16}, "16x8", ""},
-		{onnx.Options{Batch: 16, Shapes: map[string][]int64{"in": {3, 8}}}, "3x8", ""},
+		{importopt.Options{}, "", `input "in" axis 0 has no fixed size (-1); set the whole shape with Options.Import.Shapes["in"] = []int64{D0,D1,...} or Options.Import.Batch = N`},
+		{importopt.Options{Batch: 16}, "16x8", ""},
+		{importopt.Options{Batch: 16, Shapes: map[string][]int64{"in": {3, 8}}}, "3x8", ""},
 	} {
 		m, err := Decode([]byte(g), "t.pbtxt", Options{Import: tc.opts})
 		if tc.err != "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/prototext"
 )
@@ -62,7 +62,7 @@ func TestSlowInputs(t *testing.T) {
 		if err := prototext.Unmarshal([]byte(text), gd); err != nil {
 			t.Fatal(err)
 		}
-		c := newConverter(name, Options{Import: onnx.Options{Batch: 1}}, nil)
+		c := newConverter(name, Options{Import: importopt.Options{Batch: 1}}, nil)
 		if _, err := c.convert(gd); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -1,6 +1,10 @@
 package tf
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/opplace/opplace/internal/shapes"
+)
 
 // inferStridedSlice follows TensorFlow's StridedSlice: begin, end and
 // strides index a sparse spec whose bit masks say which entries ignore
@@ -121,7 +125,7 @@ func inferStridedSlice(n *node) error {
 		out = []int64{}
 	}
 	v := &value{dtype: n.dt(), shape: out, ranked: true}
-	if fold && v.known() && int64(len(sel)) == prod(out) {
+	if fold && v.known() && int64(len(sel)) == shapes.Prod(out) {
 		v.ints = make([]int64, len(sel))
 		for k, idx := range sel {
 			v.ints[k] = x.ints[idx]

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/internal/shapes"
 	tensorpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
 	shapepb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
@@ -94,7 +95,7 @@ func tensorValue(t *tensorpb.TensorProto) (*value, error) {
 		return nil, err
 	}
 	v := &value{dtype: dtypeOf(t.GetDtype()), shape: dims, ranked: true}
-	n := prod(dims)
+	n := shapes.Prod(dims)
 	if !isIntType(v.dtype) || n > maxFold {
 		return v, nil
 	}

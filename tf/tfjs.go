@@ -14,6 +14,7 @@ import (
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/internal/files"
+	"github.com/opplace/opplace/internal/shapes"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -246,7 +247,7 @@ func (m *jsMeta) readGroup(dir string, gi int, grp *jsGroup) error {
 			known = false
 			break
 		}
-		declared = addSat(declared, mulSat(n, size))
+		declared = shapes.AddSat(declared, shapes.MulSat(n, size))
 	}
 	names := strings.Join(grp.Paths, ", ")
 	switch {
@@ -262,7 +263,7 @@ func (m *jsMeta) readGroup(dir string, gi int, grp *jsGroup) error {
 		if n < 0 || size == 0 {
 			return nil // later offsets are unknowable
 		}
-		end := addSat(off, mulSat(n, size))
+		end := shapes.AddSat(off, shapes.MulSat(n, size))
 		if end > total {
 			return fmt.Errorf("weightsManifest[%d]: weight file %s holds %d bytes, too few for weight %q at bytes %d to %d: the file is truncated or belongs to another model; fetch it again, or remove it to plan from model.json alone", gi, names, total, w.Name, off, end)
 		}
@@ -295,7 +296,7 @@ func jsBytes(w *jsWeight) (n, size int64) {
 			return -1, 0
 		}
 	}
-	return prod(w.Shape), jsDtypeSize(w)
+	return shapes.Prod(w.Shape), jsDtypeSize(w)
 }
 
 // readShards fills buf from the group's bytes at off, the shards read

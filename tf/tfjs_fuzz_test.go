@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/internal/importopt"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -64,7 +64,7 @@ func runJS(t *testing.T, graph []byte, weight, dtype string, d0, d1, in0, out0 i
 	if err != nil {
 		return
 	}
-	_, err = Decode(doc, "model.json", Options{Import: onnx.Options{Batch: 1}})
+	_, err = Decode(doc, "model.json", Options{Import: importopt.Options{Batch: 1}})
 	if err != nil {
 		if _, ok := err.(*InputError); !ok {
 			t.Fatalf("error %T is not an *InputError: %v", err, err)

@@ -10,10 +10,6 @@ import (
 	"github.com/opplace/opplace/internal/shapes"
 )
 
-// maxElements bounds the element count of any inferred tensor: a shape
-// beyond it is a corrupt graph, not a workload.
-const maxElements = int64(1) << 50
-
 // maxFold bounds the size of integer tensors whose contents are tracked
 // for partial evaluation (shape-feeding tensors hold a handful).
 const maxFold = 4096
@@ -84,14 +80,14 @@ func (v *value) elems() int64 {
 	if !v.known() {
 		return 0
 	}
-	return prod(v.shape)
+	return shapes.Prod(v.shape)
 }
 
 // numElems is the element count: the product of a known shape, else the
 // tracked count (0 when unknown).
 func (v *value) numElems() int64 {
 	if v.known() {
-		return prod(v.shape)
+		return shapes.Prod(v.shape)
 	}
 	if v == nil {
 		return 0
@@ -101,7 +97,7 @@ func (v *value) numElems() int64 {
 
 // hasInts reports whether the contents are known.
 func (v *value) hasInts() bool {
-	return v.known() && v.ints != nil && int64(len(v.ints)) == prod(v.shape)
+	return v.known() && v.ints != nil && int64(len(v.ints)) == shapes.Prod(v.shape)
 }
 
 func (v *value) String() string {
@@ -133,33 +129,6 @@ func sameShape(a, b *value) bool {
 	return slices.EqualFunc(a.shape, b.shape, func(x, y int64) bool { return x == y || x < 0 && y < 0 })
 }
 
-func prod(s []int64) int64 {
-	n := int64(1)
-	for _, d := range s {
-		n = mulSat(n, d)
-	}
-	return n
-}
-
-// mulSat multiplies non-negative counts, saturating instead of
-// overflowing.
-func mulSat(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > maxElements*1024/b {
-		return maxElements * 1024
-	}
-	return a * b
-}
-
-func addSat(a, b int64) int64 {
-	if a > maxElements*1024-b {
-		return maxElements * 1024
-	}
-	return a + b
-}
-
 // checkShape rejects negative dimensions and absurd element counts in a
 // shape meant to be fully known.
 func checkShape(s []int64) error {
@@ -168,9 +137,9 @@ func checkShape(s []int64) error {
 		if d < 0 {
 			return fmt.Errorf("negative dimension %d", d)
 		}
-		n = mulSat(n, d)
+		n = shapes.MulSat(n, d)
 	}
-	if n > maxElements {
+	if n > shapes.MaxElements {
 		return fmt.Errorf("shape %v has %d elements, more than any real tensor", s, n)
 	}
 	return nil

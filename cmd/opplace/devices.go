@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/internal/output"
+	"github.com/opplace/opplace/internal/tfdevice"
 	"github.com/opplace/opplace/pipeline"
-	"github.com/opplace/opplace/tf"
 )
 
 // deviceFlags carry a plan back into the framework: --emit-model writes
@@ -23,14 +23,14 @@ func (f *deviceFlags) registerDevices(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.emitModel, "emit-model", "", "write the input model to this file with each op's device (TensorFlow: node device fields; ONNX: metadata_props)")
 	fl.BoolVar(&f.respectDevices, "respect-devices", false, "pin ops whose device field names a cluster device: TensorFlow node devices (see --device-template), costed graphs' ops[].device")
-	fl.StringVar(&f.deviceTemplate, "device-template", tf.DefaultTemplate,
+	fl.StringVar(&f.deviceTemplate, "device-template", tfdevice.DefaultTemplate,
 		"TensorFlow device string of a cluster device; placeholders {task} (host index), {host}, {kind} (GPU or CPU), {index} (within host and kind), {name}, {type}")
 }
 
 // apply checks the template and passes the flags to the pipeline, which
 // resolves device fields once it has loaded the cluster.
 func (f *deviceFlags) apply(opts *pipeline.Options) error {
-	if err := tf.CheckTemplate(f.deviceTemplate); err != nil {
+	if err := tfdevice.CheckTemplate(f.deviceTemplate); err != nil {
 		return usageError{err}
 	}
 	opts.RespectDevices, opts.DeviceTemplate = f.respectDevices, f.deviceTemplate

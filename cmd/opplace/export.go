@@ -9,7 +9,7 @@ import (
 
 	"github.com/opplace/opplace/export"
 	"github.com/opplace/opplace/internal/output"
-	"github.com/opplace/opplace/tf"
+	"github.com/opplace/opplace/internal/tfdevice"
 )
 
 type exportFlags struct {
@@ -60,7 +60,7 @@ A plan the target cannot express is exit 2, with what to replan.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.to, "to", "", "target: "+strings.Join(export.Names(), ", "))
 	fl.StringVarP(&f.out, "out", "o", "", "write the artefact to this file (default: stdout)")
-	fl.StringVar(&f.deviceTemplate, "device-template", tf.DefaultTemplate,
+	fl.StringVar(&f.deviceTemplate, "device-template", tfdevice.DefaultTemplate,
 		"tf-device-map: TensorFlow device string of a device; placeholders {task} (host index), {host}, {kind} (GPU or CPU), {index} (within host and kind), {name}, {type}")
 	return cmd
 }
@@ -72,7 +72,7 @@ func runExport(cmd *cobra.Command, path string, f *exportFlags) error {
 	if _, err := export.New(f.to); err != nil {
 		return usageError{fmt.Errorf("--to: %w", err)}
 	}
-	if err := tf.CheckTemplate(f.deviceTemplate); err != nil {
+	if err := tfdevice.CheckTemplate(f.deviceTemplate); err != nil {
 		return usageError{fmt.Errorf("--device-template: %w", err)}
 	}
 	out := f.out

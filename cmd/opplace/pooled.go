@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opplace/opplace/internal/output"
-	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
+	"github.com/opplace/opplace/profile/driver"
 )
 
 // runPooled is profile --from A --from B ...: one profile holding every
@@ -43,81 +42,22 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if f.out != "" {
 		summary = cmd.OutOrStdout()
 	}
-	var ps []*profile.Profile
-	named := map[*profile.Profile]bool{} // profiles that name their model
-	for _, path := range f.from {
-		p, err := profile.Load(path)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		named[p] = p.Model != ""
-		if p.Model == "" {
-			p.Model = path
-		}
-		ps = append(ps, p)
+	opts, err := f.options()
+	if err != nil {
+		return err
 	}
-	var holdouts []*profile.Profile
-	for _, path := range f.holdout {
-		p, err := profile.Load(path)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		named[p] = p.Model != ""
-		holdouts = append(holdouts, p)
-	}
-	if modelPath != "" {
-		opts, err := f.options()
-		if err != nil {
-			return err
-		}
-		m, err := loadModel(modelPath, opts)
-		if err != nil {
-			return err
-		}
-		for _, p := range append(slices.Clone(ps), holdouts...) {
-			profile.FillFeatures(p, m.Graph)
-		}
-	}
-	// Profiles written before measurements carried their op's features
-	// are refitted from the model they name, at their batch (or the shape
-	// flags given); ops whose shapes then differ keep none, and the
-	// calibration's error says how to refit by hand.
-	for _, p := range append(slices.Clone(ps), holdouts...) {
-		if p.MissingFeatures() == 0 || !named[p] {
+	res, err := driver.Pool(driver.PoolOptions{From: f.from, Holdout: f.holdout, Model: modelPath, Import: opts,
+		DeviceType: f.deviceType, Threads: f.threads, LoadModel: loadModel})
+	for _, r := range res.Refits {
+		if r.Err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: cannot refit its features from its model: %v\n", r.Model, r.Err)
 			continue
 		}
-		if st, err := os.Stat(p.Model); err != nil || st.IsDir() {
-			continue
-		}
-		opts, err := f.options()
-		if err != nil {
-			return err
-		}
-		if opts.Batch == 0 && p.Batch > 0 {
-			opts.Batch = p.Batch
-		}
-		m, err := loadModel(p.Model, opts)
-		if err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: cannot refit its features from its model: %v\n", p.Model, err)
-			continue
-		}
-		n := profile.FillFeatures(p, m.Graph)
-		fmt.Fprintf(summary, "%s: profile without op features; %d measurements refitted from the model\n", p.Model, n)
+		fmt.Fprintf(summary, "%s: profile without op features; %d measurements refitted from the model\n", r.Model, r.Refitted)
 	}
-	merged := profile.Merge(ps)
 	var b bytes.Buffer
-	fitted := 0
-	for i := range merged.DeviceTypes {
-		dt := &merged.DeviceTypes[i]
-		if f.deviceType != "" && dt.Name != f.deviceType || f.threads != 0 && dt.Threads != f.threads {
-			continue
-		}
-		cal, err := profile.CalibratePooled(ps, dt.Name, dt.Threads)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		dt.Calibration = cal
-		fitted++
+	for _, pd := range res.Calibrated {
+		dt, cal := pd.DeviceType, pd.Calibration
 		fmt.Fprintf(summary, "calibrated %s on %d distinct ops of %d model(s): median relative error %.1f%% -> %.1f%%, p90 %.1f%% -> %.1f%%\n",
 			dt.ThreadsLabel(), cal.After.Samples, len(cal.Models), 100*cal.Before.MedianRelErr, 100*cal.After.MedianRelErr,
 			100*cal.Before.P90RelErr, 100*cal.After.P90RelErr)
@@ -125,19 +65,16 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 			fmt.Fprintf(&b, "\n== %s\n", dt.ThreadsLabel())
 			writeCalibration(&b, cal)
 		}
-		for j, h := range holdouts {
-			hd := h.DeviceTypeAt(dt.Name, dt.Threads)
-			if hd == nil {
-				continue
-			}
-			// The held-out profile's measurements, priced on the pooled
-			// roofline.
-			q := h.Relabel(hd, dt)
-			writeHoldout(&b, f.holdout[j], profile.CheckCalibration(cal, dt, q), profile.CheckCalibration(nil, dt, q), dt)
+		for _, h := range pd.Holdouts {
+			writeHoldout(&b, h.Path, h.Calibrated, h.Roofline, dt)
 		}
 	}
-	if fitted == 0 {
+	var nm *driver.NoMatchError
+	if errors.As(err, &nm) {
 		return usageError{fmt.Errorf("no device type of the --from profiles matches --device-type %q --threads %d", f.deviceType, f.threads)}
+	}
+	if err != nil {
+		return err
 	}
 	if _, err := summary.Write(b.Bytes()); err != nil {
 		return err
@@ -146,7 +83,7 @@ func runPooled(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 	if out == "" {
 		out = "/dev/stdout"
 	}
-	return run.Commit(output.File{What: "--out", Path: out, Write: merged.Write})
+	return run.Commit(output.File{What: "--out", Path: out, Write: res.Profile.Write})
 }
 
 // writeHoldout prints how a calibration priced a held-out profile, next to

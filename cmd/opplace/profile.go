@@ -2,11 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
+	"github.com/opplace/opplace/internal/printable"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,13 +13,11 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
-	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/internal/files"
 	"github.com/opplace/opplace/internal/ort"
 	"github.com/opplace/opplace/internal/output"
-	"github.com/opplace/opplace/internal/printable"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/profile"
+	"github.com/opplace/opplace/profile/driver"
 	"github.com/opplace/opplace/train"
 )
 
@@ -267,239 +264,129 @@ func runProfile(cmd *cobra.Command, modelPath string, f *profileFlags) error {
 		output.File{What: "--keep-trace", Path: f.keepTrace}, output.File{What: "--keep-optimized", Path: f.keepOptimized}); err != nil {
 		return err
 	}
-	m, err := loadModel(modelPath, importOpts)
-	if err != nil {
-		return err
+	opts := driver.Options{Model: modelPath, Import: importOpts, DeviceType: f.deviceType, Threads: f.threads,
+		Runtime: f.runtime, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime, ORTLibrary: f.ortLib,
+		Trace: f.importFile, Optimized: f.optimized, Optimizer: f.optimizer, From: from, Report: f.report, LoadModel: loadModel}
+	if f.importFile != "" {
+		if opts.TraceDevice, err = traceDeviceType(f.deviceType, f.cluster); err != nil {
+			return err
+		}
+		if opts.Precision, err = train.ParsePrecision(f.precision); err != nil {
+			return usageError{fmt.Errorf("--precision: %w", err)}
+		}
 	}
-	g := m.Graph
+	res, err := driver.Run(cmd.Context(), opts)
 	stderr := cmd.ErrOrStderr()
 	summary := stderr
 	if f.out != "" {
 		summary = cmd.OutOrStdout()
 	}
+	if res != nil {
+		printProfileSource(summary, stderr, res, f, modelPath, fellBack)
+	}
+	var lib *driver.LibraryError
+	if errors.As(err, &lib) {
+		return usageError{fmt.Errorf("--runtime onnxruntime: %w (--onnxruntime-lib PATH names the file)", lib.Err)}
+	}
+	if err != nil {
+		return err
+	}
+	if res.CalibrationErr != nil {
+		fmt.Fprintf(stderr, "warning: not calibrated: %v\n", res.CalibrationErr)
+	} else {
+		cal := res.Calibration
+		fmt.Fprintf(summary, "calibration on %d distinct ops: median relative error %.1f%% -> %.1f%%, p90 %.1f%% -> %.1f%%\n",
+			cal.After.Samples, 100*cal.Before.MedianRelErr, 100*cal.After.MedianRelErr, 100*cal.Before.P90RelErr, 100*cal.After.P90RelErr)
+	}
+	if res.Report != nil {
+		if err := writeReport(summary, res.Report, res.DeviceType); err != nil {
+			return err
+		}
+	}
+	p := res.Profile
+	dt := p.DeviceType(res.DeviceType)
+	out := f.out
+	if out == "" {
+		out = "/dev/stdout"
+	}
+	return run.Commit(output.File{What: "--out", Path: out, Write: p.Write},
+		output.File{What: "--cluster-out", Path: f.clusterOut, Write: func(w io.Writer) error { return driver.WriteCPUCluster(w, dt, res.ClusterSource) }},
+		output.Bytes("--keep-trace", f.keepTrace, res.Trace), output.Bytes("--keep-optimized", f.keepOptimized, res.OptimizedModel))
+}
 
-	var p *profile.Profile
-	var ortRes *ortProfile
-	dtName := f.deviceType
+// printProfileSource says what made the profile: the ONNX Runtime run,
+// the trace import or gorgonia's measurement, as far as it got.
+func printProfileSource(summary, stderr io.Writer, res *driver.Result, f *profileFlags, modelPath string, fellBack bool) {
 	switch {
-	case f.runtime == runtimeONNXRuntime:
-		if dtName == "" {
-			dtName = profile.DefaultCPUType
-		}
-		if ortRes, err = profileONNXRuntime(cmd.Context(), summary, stderr, modelPath, g, importOpts, f, dtName); err != nil {
-			return err
-		}
-		p = ortRes.profile
-	case from != "":
-		if p, err = profile.Load(from); err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		if dtName == "" && len(p.DeviceTypes) > 0 {
-			dtName = p.DeviceTypes[0].Name
-		}
-	case f.importFile != "":
-		dt, cdt, err := traceDeviceType(f.deviceType, f.cluster)
-		if err != nil {
-			return err
-		}
-		prec, err := train.ParsePrecision(f.precision)
-		if err != nil {
-			return usageError{fmt.Errorf("--precision: %w", err)}
-		}
-		dt.Threads = f.threads
-		trace, err := files.Read(f.importFile, "trace")
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		opts := profile.ImportOptions{OptimizedName: f.optimized, Optimizer: f.optimizer, Precision: prec, Device: cdt}
-		if f.optimized != "" {
-			if opts.Optimized, err = files.Read(f.optimized, "optimized model"); err != nil {
-				return &pipeline.InputError{Err: err}
-			}
-		}
-		res, err := profile.ImportWith(f.importFile, trace, g, dt, opts)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		p = res.Profile
-		if res.Graph != nil {
-			// A training step's trace times the training step's ops.
-			g = res.Graph
-		} else if g, _, err = train.ApplyPrecision(g, prec); err != nil {
-			// An inference trace times the model as its precision ran it.
-			return &pipeline.InputError{Err: err}
-		}
-		printImport(summary, stderr, "imported "+f.importFile, res)
-		if p.Source == profile.SourceORT && f.optimized == "" && len(res.Warnings) > 0 {
+	case res.ORT != nil:
+		printORTRun(summary, stderr, modelPath, res.ORT)
+	case res.Imported != nil:
+		printImport(summary, stderr, "imported "+f.importFile, res.Imported)
+		if res.Imported.Profile.Source == profile.SourceORT && f.optimized == "" && len(res.Imported.Warnings) > 0 {
 			fmt.Fprintln(stderr, "hint: give the optimized model that session wrote with --optimized-model FILE")
 		}
-	default:
-		if dtName == "" {
-			dtName = profile.DefaultCPUType
-		}
-		cpu := profile.MeasureCPU()
-		cpu.Threads = f.threads
-		res, err := profile.Measure(cmd.Context(), g, profile.MeasureOptions{
-			DeviceType: dtName, Warmup: f.warmup, Runs: f.runs, MaxTime: f.maxTime, CPU: &cpu,
-		})
-		if err != nil {
-			return err
-		}
-		p = res.Profile
+	case res.Measured != nil:
+		m := res.Measured
+		p := m.Profile
+		dtName := res.DeviceType
 		dt := p.DeviceType(dtName)
 		fmt.Fprintf(summary, "measured %d of %d distinct ops of %s on %s (%s): peak %.3g FLOP/s (runs spread %.0f%%), bandwidth %.3g B/s, launch %.3g us\n",
-			res.Measured, res.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
+			m.Measured, m.Distinct, modelPath, dtName, dt.Description, dt.PeakFLOPS, 100*dt.PeakSpread, dt.MemoryBandwidth, dt.LaunchOverhead*1e6)
 		if fellBack {
 			fmt.Fprintf(summary, "note: --runtime auto found no ONNX Runtime library, so gorgonia measured (install one with `ONNXRUNTIME_NODE_INSTALL=skip npm install onnxruntime-node@1.30.0 --ignore-scripts`, or name it with $%s or --onnxruntime-lib)\n", ort.EnvLibrary)
 		}
 		fmt.Fprintln(summary, "note: gorgonia's pure-Go kernels are much slower than a deployed runtime's (on this project's 2-core Xeon gorgonia's peak measured 5-12 GFLOP/s, ONNX Runtime's 130 per thread); --runtime onnxruntime times the model in ONNX Runtime (docs/cpu-accuracy.md)")
-		if res.TimedOut > 0 {
-			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", res.TimedOut)
+		if m.TimedOut > 0 {
+			fmt.Fprintf(summary, "--max-time reached: %d distinct ops not measured\n", m.TimedOut)
 		}
 		for _, u := range p.Unsupported {
 			fmt.Fprintf(summary, "not measured: %d %s ops (%s)\n", u.Count, u.Type, u.Reason)
 		}
 	}
-	p.Model = modelPath
-	if p.DeviceType(dtName) == nil {
-		return &pipeline.InputError{Err: fmt.Errorf("%s: the profile has no device type %q", from, dtName)}
-	}
-	cal, err := profile.Calibrate(p, g, dtName)
-	if err != nil {
-		fmt.Fprintf(stderr, "warning: not calibrated: %v\n", err)
-	} else {
-		if f.importFile != "" {
-			cal.Trace = f.importFile
-		}
-		fmt.Fprintf(summary, "calibration on %d distinct ops: median relative error %.1f%% -> %.1f%%, p90 %.1f%% -> %.1f%%\n",
-			cal.After.Samples, 100*cal.Before.MedianRelErr, 100*cal.After.MedianRelErr, 100*cal.Before.P90RelErr, 100*cal.After.P90RelErr)
-	}
-	if f.report {
-		if err := writeReport(cmd.Context(), summary, p, g, dtName); err != nil {
-			return err
-		}
-	}
-	p.Sort()
-	dt := p.DeviceType(dtName)
-	out := f.out
-	if out == "" {
-		out = "/dev/stdout"
-	}
-	source := gorgoniaClusterSource
-	var trace, optimized []byte
-	if ortRes != nil {
-		source, trace, optimized = ortClusterSource(ortRes), ortRes.trace, ortRes.optimized
-	}
-	return run.Commit(output.File{What: "--out", Path: out, Write: p.Write},
-		output.File{What: "--cluster-out", Path: f.clusterOut, Write: func(w io.Writer) error { return writeCPUCluster(w, dt, source) }},
-		output.Bytes("--keep-trace", f.keepTrace, trace), output.Bytes("--keep-optimized", f.keepOptimized, optimized))
 }
 
-// traceDeviceType finds the roofline of the device an imported trace ran
-// on: a device type of the cluster file, else a preset.
-func traceDeviceType(name, clusterPath string) (profile.DeviceType, *cluster.DeviceType, error) {
-	var dt *cluster.DeviceType
+// traceDeviceType finds the device type an imported trace ran on: a
+// device type of the cluster file, else a preset.
+func traceDeviceType(name, clusterPath string) (*cluster.DeviceType, error) {
 	if clusterPath != "" {
 		c, err := cluster.Load(clusterPath)
 		if err != nil {
-			return profile.DeviceType{}, nil, &pipeline.InputError{Err: err}
+			return nil, &pipeline.InputError{Err: err}
 		}
 		for i := range c.Devices {
 			if c.Devices[i].Type.Name == name {
-				dt = c.Devices[i].Type
-				break
+				return c.Devices[i].Type, nil
 			}
 		}
-		if dt == nil {
-			return profile.DeviceType{}, nil, usageError{fmt.Errorf("--device-type %q: cluster %s has no device of that type", name, clusterPath)}
-		}
-	} else {
-		p, ok := cluster.Preset(name)
-		if !ok {
-			return profile.DeviceType{}, nil, usageError{fmt.Errorf("--device-type %q is no preset (%s); pass --cluster FILE that defines it", name, strings.Join(cluster.PresetNames(), ", "))}
-		}
-		dt = p
+		return nil, usageError{fmt.Errorf("--device-type %q: cluster %s has no device of that type", name, clusterPath)}
 	}
-	return profile.DeviceType{
-		Name: name, PeakFLOPS: dt.FLOPS(graph.Float32), MemoryBandwidth: dt.MemoryBandwidth,
-		LaunchOverhead: dt.LaunchOverhead, Memory: dt.Memory,
-	}, dt, nil
+	p, ok := cluster.Preset(name)
+	if !ok {
+		return nil, usageError{fmt.Errorf("--device-type %q is no preset (%s); pass --cluster FILE that defines it", name, strings.Join(cluster.PresetNames(), ", "))}
+	}
+	return p, nil
 }
 
 // writeReport prints the calibration per family, the ops predicted worst
 // after calibration, and the whole-graph check: the sum of measured op
 // times against the simulator's one-device step with the roofline, the
 // calibrated roofline and the measured profile.
-func writeReport(ctx context.Context, w io.Writer, p *profile.Profile, g *graph.Graph, dtName string) error {
-	dt := p.DeviceType(dtName)
+func writeReport(w io.Writer, r *driver.Report, dtName string) error {
 	var b bytes.Buffer
-	if c := dt.Calibration; c != nil {
-		writeCalibration(&b, c)
-		samples := profile.Samples(p, g, dt)
-		slices.SortStableFunc(samples, func(x, y profile.Sample) int {
-			ex := relErr(c.Fit(x.Family), x, dt)
-			ey := relErr(c.Fit(y.Family), y, dt)
-			switch {
-			case ex > ey:
-				return -1
-			case ex < ey:
-				return 1
-			}
-			return 0
-		})
+	if r.Calibration != nil {
+		writeCalibration(&b, r.Calibration)
 		fmt.Fprintf(&b, "\nworst predicted after calibration:\n")
-		for _, s := range samples[:min(5, len(samples))] {
-			pred := s.Predict(c.Fit(s.Family), dt)
+		for _, s := range r.Worst {
 			fmt.Fprintf(&b, "  %-48s %-11s measured %9.3f ms  roofline %9.3f ms  calibrated %9.3f ms\n",
-				s.Name, s.Family, s.Measured*1e3, s.Default*1e3, pred*1e3)
+				s.Name, s.Family, s.Measured*1e3, s.Default*1e3, s.Calibrated*1e3)
 		}
 	}
-	// Whole graph, one device of this type: the simulator runs the ops
-	// one after another, so its step is the sum of the model's op times.
-	var measured float64
-	nMeasured := 0
-	seen := map[string]bool{}
-	for _, ms := range p.Ops {
-		if ms.DeviceType == dtName && !seen[ms.Name] {
-			if _, ok := g.OpByName(ms.Name); ok {
-				seen[ms.Name] = true
-				measured += ms.MedianMS
-				nMeasured++
-			}
-		}
+	fmt.Fprintf(&b, "\nwhole graph on one %s (%d ops, %d measured): sum of measured op times %.3f ms\n", dtName, r.Ops, r.Measured, r.MeasuredMS)
+	for _, row := range r.Steps {
+		fmt.Fprintf(&b, "  simulated step, %-32s %10.3f ms (%+.1f%% vs measured sum)\n", row.Model+":", row.Seconds*1e3, 100*(row.Seconds*1e3/r.MeasuredMS-1))
 	}
-	c := oneDeviceCluster(dt)
-	uncal := *p
-	uncal.DeviceTypes = slices.Clone(p.DeviceTypes)
-	for i := range uncal.DeviceTypes {
-		uncal.DeviceTypes[i].Calibration = nil
-	}
-	uncal.Ops = nil
-	calOnly := *p
-	calOnly.Ops = nil
-	fmt.Fprintf(&b, "\nwhole graph on one %s (%d ops, %d measured): sum of measured op times %.3f ms\n", dtName, len(g.Ops), nMeasured, measured)
-	for _, row := range []struct {
-		name  string
-		model cost.Model
-	}{
-		{"roofline", cost.Roofline{}},
-		{"calibrated roofline", profile.NewModel(&calOnly, nil)},
-		{"profile (measured + calibrated)", profile.NewModel(p, nil)},
-	} {
-		step := simulateOne(g, c, row.model)
-		fmt.Fprintf(&b, "  simulated step, %-32s %10.3f ms (%+.1f%% vs measured sum)\n", row.name+":", step*1e3, 100*(step*1e3/measured-1))
-	}
-	_ = ctx
 	_, err := io.WriteString(w, printable.Text(b.String())) // op names from the model
 	return err
-}
-
-func relErr(f *profile.FamilyFit, s profile.Sample, dt *profile.DeviceType) float64 {
-	d := s.Predict(f, dt) - s.Measured
-	if d < 0 {
-		d = -d
-	}
-	return d / s.Measured
 }
 
 // writeCalibration prints a calibration's fits, with each fit's error on
@@ -536,63 +423,6 @@ func humanBytes(v float64) string {
 		return fmt.Sprintf("%.3gKiB", v/(1<<10))
 	}
 	return fmt.Sprintf("%.0fB", v)
-}
-
-// oneDeviceCluster is a cluster of a single device of the profile's type.
-func oneDeviceCluster(dt *profile.DeviceType) *cluster.Cluster {
-	t := dt.Cluster()
-	mem := dt.Memory
-	if mem <= 0 {
-		mem = 1 << 50
-	}
-	return &cluster.Cluster{
-		Name:    dt.Name,
-		Hosts:   []cluster.Host{{Name: "local", Intra: cluster.Link{Kind: "local", Bandwidth: dt.MemoryBandwidth}}},
-		Devices: []cluster.Device{{Name: "cpu0", Type: t, Memory: mem}},
-	}
-}
-
-// simulateOne is the simulated step of g on c's single device.
-func simulateOne(g *graph.Graph, c *cluster.Cluster, m cost.Model) float64 {
-	// The sum of op times in topological order is what the simulator
-	// gives on one device; the pipeline is used to get exactly its
-	// answer.
-	var s float64
-	t := cost.NewTable(g, c, m)
-	for i := range g.Ops {
-		s += t.OpTime(graph.OpID(i), 0)
-	}
-	return s
-}
-
-// gorgoniaClusterSource says how the gorgonia path measured the CPU.
-const gorgoniaClusterSource = `# peak_flops is a 512x512 float32 GEMM through gorgonia (gonum BLAS),
-# memory_bandwidth a 64 MiB copy (read + write), launch_overhead the median
-# run of a one-element op.`
-
-// writeCPUCluster writes a one-host, one-device cluster file of the
-// measured CPU; source is comment lines saying how it was measured.
-func writeCPUCluster(w io.Writer, dt *profile.DeviceType, source string) error {
-	threads := ""
-	if dt.Threads > 0 {
-		threads = fmt.Sprintf("\n    threads: %d", dt.Threads)
-	}
-	_, err := fmt.Fprintf(w, `# This machine's CPU as measured by opplace profile: %s.
-%s
-name: %s
-device_types:
-  - name: %s
-    peak_flops: {float32: %g}
-    memory_bandwidth: %gB/s
-    launch_overhead: %gus
-    memory: %dB%s
-hosts:
-  - name: local
-    intra: {kind: memory, bandwidth: %gB/s, latency: 0us}
-devices:
-  - {name: cpu0, type: %s, host: local}
-`, dt.Description, source, dt.Name, dt.Name, dt.PeakFLOPS, dt.MemoryBandwidth, dt.LaunchOverhead*1e6, max(dt.Memory, 1<<30), threads, dt.MemoryBandwidth, dt.Name)
-	return err
 }
 
 func abbreviate(names []string, n int) string {

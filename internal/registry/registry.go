@@ -22,7 +22,7 @@ type entry[T any] struct {
 }
 
 // New returns an empty registry; kind names what it holds in errors
-// ("strategy", "pipeline partitioner").
+// ("placer", "pipeline partitioner"), as a user would name it.
 func New[T any](kind string) *Registry[T] {
 	return &Registry[T]{kind: kind, entries: map[string]entry[T]{}}
 }

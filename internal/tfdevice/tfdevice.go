@@ -1,4 +1,9 @@
-package tf
+// Package tfdevice renders a cluster's devices as TensorFlow device
+// strings (/job:worker/replica:0/task:T/device:GPU:I, or a template of
+// the user's) and reads such strings back to cluster devices: the strings
+// the TensorFlow importer's pins, its annotated export and the
+// tf-device-map export target share.
+package tfdevice
 
 import (
 	"fmt"
@@ -33,9 +38,9 @@ func CheckTemplate(tmpl string) error {
 	return nil
 }
 
-// DeviceKind is the TensorFlow device type of a cluster device type: CPU
+// Kind is the TensorFlow device type of a cluster device type: CPU
 // or TPU when its name says so, else GPU.
-func DeviceKind(t *cluster.DeviceType) string {
+func Kind(t *cluster.DeviceType) string {
 	name := ""
 	if t != nil {
 		name = strings.ToUpper(t.Name)
@@ -49,10 +54,10 @@ func DeviceKind(t *cluster.DeviceType) string {
 	return "GPU"
 }
 
-// DeviceStrings renders every device of c with the template (empty for
+// Strings renders every device of c with the template (empty for
 // DefaultTemplate), indexed like c.Devices. The strings must come out
 // distinct.
-func DeviceStrings(c *cluster.Cluster, tmpl string) ([]string, error) {
+func Strings(c *cluster.Cluster, tmpl string) ([]string, error) {
 	if tmpl == "" {
 		tmpl = DefaultTemplate
 	}
@@ -63,7 +68,7 @@ func DeviceStrings(c *cluster.Cluster, tmpl string) ([]string, error) {
 	seen := map[string]int{}
 	perHost := map[[2]string]int{}
 	for i, d := range c.Devices {
-		kind := DeviceKind(d.Type)
+		kind := Kind(d.Type)
 		key := [2]string{strconv.Itoa(d.Host), kind}
 		idx := perHost[key]
 		perHost[key]++
@@ -97,7 +102,7 @@ type PinResolver func(tfDevice string) (string, error)
 // (task 0 when the spec names none). A spec naming no device kind, or
 // index "*", pins nothing.
 func NewPinResolver(c *cluster.Cluster, tmpl string) (PinResolver, error) {
-	strs, err := DeviceStrings(c, tmpl)
+	strs, err := Strings(c, tmpl)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +129,7 @@ func NewPinResolver(c *cluster.Cluster, tmpl string) (PinResolver, error) {
 		}
 		n := 0
 		for _, d := range c.Devices {
-			if d.Host == task && DeviceKind(d.Type) == kind {
+			if d.Host == task && Kind(d.Type) == kind {
 				if n == index {
 					return d.Name, nil
 				}

@@ -1,11 +1,9 @@
-package onnx
+package importopt
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/opplace/opplace/onnx/onnxpb"
 )
 
 // Knobs names the settings an import message tells the user to change,
@@ -108,23 +106,6 @@ func axes(n int) string {
 		return "1 axis"
 	}
 	return fmt.Sprintf("%d axes", n)
-}
-
-// declaredDims are an ONNX input's declared dimensions as ShapeRankError
-// writes them.
-func declaredDims(s *onnxpb.TensorShapeProto) []string {
-	out := make([]string, len(s.GetDim()))
-	for i, d := range s.GetDim() {
-		switch x := d.GetValue().(type) {
-		case *onnxpb.TensorShapeProto_Dimension_DimValue:
-			out[i] = strconv.FormatInt(x.DimValue, 10)
-		case *onnxpb.TensorShapeProto_Dimension_DimParam:
-			out[i] = x.DimParam
-		default:
-			out[i] = "?"
-		}
-	}
-	return out
 }
 
 // BatchUnused is the warning for a batch (Options.Batch) that binds no

@@ -1,4 +1,4 @@
-package tf
+package tfdevice
 
 import (
 	"path/filepath"
@@ -10,14 +10,14 @@ import (
 
 func loadCluster(t *testing.T, name string) *cluster.Cluster {
 	t.Helper()
-	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", name))
+	c, err := cluster.Load(filepath.Join("..", "..", "testdata", "clusters", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func TestDeviceStrings(t *testing.T) {
+func TestStrings(t *testing.T) {
 	for _, tc := range []struct {
 		cluster, tmpl string
 		want          map[string]string
@@ -35,7 +35,7 @@ func TestDeviceStrings(t *testing.T) {
 		{"4xV100.yaml", "/job:{host}/device:{kind}:{index}", map[string]string{"gpu3": "/job:node0/device:GPU:3"}},
 	} {
 		c := loadCluster(t, tc.cluster)
-		strs, err := DeviceStrings(c, tc.tmpl)
+		strs, err := Strings(c, tc.tmpl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestDeviceStrings(t *testing.T) {
 		"/device:GPU:0":           "must contain {index} or {name}",
 		"/task:{tsk}/gpu:{index}": "unknown placeholder",
 	} {
-		if _, err := DeviceStrings(c, tmpl); err == nil || !strings.Contains(err.Error(), msg) {
+		if _, err := Strings(c, tmpl); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("template %q: error %v, want %q", tmpl, err, msg)
 		}
 	}
