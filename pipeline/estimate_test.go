@@ -22,7 +22,7 @@ var estimateClusters = []string{"4xV100", "4xSynth", "4xSynth-tight", "8xA100-2h
 // estimateBound is the most the partitioners' predicted step may be off
 // the simulator's for the same split (see TestPartitionEstimate): set
 // from the measured worst with a margin.
-const estimateBound = 0.45
+const estimateBound = 0.25
 
 // TestPartitionEstimate runs every partitioner on every shared model's
 // training step (the batch of sharedModels) on every bundled cluster, as
@@ -122,4 +122,3 @@ func medianWorst(xs []float64) (float64, float64) {
 	}
 	return med, s[n-1]
 }
-
