@@ -77,6 +77,7 @@ func coarsenChain(l *lattice, k int) (*lattice, string) {
 		c.fast = append(c.fast, l.fast[i])
 		c.launch = append(c.launch, l.launch[i])
 		c.params = append(c.params, l.params[i])
+		c.grads = append(c.grads, l.grads[i])
 		c.stash = append(c.stash, l.stash[i])
 		c.fwd = append(c.fwd, l.fwd[i*nc:(i+1)*nc]...)
 		c.bwd = append(c.bwd, l.bwd[i*nc:(i+1)*nc]...)

@@ -69,7 +69,7 @@ func twinGroups(m *model) []int {
 	same := func(a, b int) bool {
 		ca, cb := &m.classes[a], &m.classes[b]
 		if len(ca.devices) != 1 || len(cb.devices) != 1 || ca.memory != cb.memory ||
-			!slices.Equal(ca.next, cb.next) || !slices.Equal(ca.prev, cb.prev) || !slices.Equal(ca.ring, cb.ring) {
+			!slices.Equal(ca.next, cb.next) || !slices.Equal(ca.prev, cb.prev) || !slices.Equal(ca.arPerByte, cb.arPerByte) || !slices.Equal(ca.arFixed, cb.arFixed) {
 			return false
 		}
 		for v := 0; v < n; v++ {

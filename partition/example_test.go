@@ -52,10 +52,10 @@ func Example() {
 	//       "sync_ms": 0,
 	//       "time_ms": 1500.25,
 	//       "send_bytes": 1000000,
-	//       "peak_memory_bytes": 2001000000,
+	//       "peak_memory_bytes": 4001000000,
 	//       "alive_micro_batches": 2,
 	//       "start_ms": 0,
-	//       "end_ms": 7501.25
+	//       "end_ms": 7501
 	//     },
 	//     {
 	//       "index": 1,
@@ -72,16 +72,16 @@ func Example() {
 	//       "sync_ms": 0,
 	//       "time_ms": 1500.25,
 	//       "send_bytes": 0,
-	//       "peak_memory_bytes": 2000750000,
+	//       "peak_memory_bytes": 4000750000,
 	//       "alive_micro_batches": 1,
 	//       "start_ms": 500.25,
-	//       "end_ms": 6501.25
+	//       "end_ms": 6500.75
 	//     }
 	//   ],
 	//   "bottleneck_ms": 1500.25,
 	//   "objective_ms": 1500.25,
-	//   "step_ms": 7501.25,
-	//   "bubble_fraction": 0.2,
+	//   "step_ms": 7501,
+	//   "bubble_fraction": 0.200106652,
 	//   "exact": {
 	//     "units": 4,
 	//     "reduced_units": 4,

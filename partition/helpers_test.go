@@ -23,7 +23,9 @@ type fwdOp struct {
 
 // buildGraph makes a graph from forward ops; with training, each op gets
 // a backward op of twice its FLOPs colocated with it, reading the op's
-// inputs and the gradients of its consumers, as the training mode emits.
+// inputs and the gradients of its consumers, as the training mode emits,
+// and an op with a parameter a free backward op making its weight's
+// gradient ("_grad_w") and a free update reading it ("_grad_u").
 func buildGraph(ops []fwdOp, training bool) *graph.Graph {
 	b := graphtest.New("test").Input("x", 1)
 	for _, o := range ops {
@@ -65,6 +67,17 @@ func buildGraph(ops []fwdOp, training bool) *graph.Graph {
 		op := &g.Ops[len(g.Ops)-1]
 		op.Phase = graph.Backward
 		op.Colocate = o.name
+		if o.param > 0 {
+			// The weight's gradient, and the free update reading it: the
+			// replicas all-reduce the gradient, as the training mode's
+			// graphs have them.
+			b.Op(o.name+"_grad_w", 0, o.param, o.name+"_grad")
+			op = &g.Ops[len(g.Ops)-1]
+			op.Phase, op.Colocate = graph.Backward, o.name
+			b.Op(o.name+"_grad_u", 0, 0, o.name+".w", o.name+"_grad_w")
+			op = &g.Ops[len(g.Ops)-1]
+			op.Phase, op.Colocate = graph.Update, o.name
+		}
 	}
 	return g
 }

@@ -36,6 +36,7 @@ type lattice struct {
 	fast       []float64 // fastest compute (launch excluded) over classes
 	launch     []float64 // smallest launch overhead over classes
 	params     []int64
+	grads      []int64
 	stash      []int64
 	credit     []float64 // ideal*len(m.creditOf) + j: see model.credit
 	// parent[i] ∪ {added[i]} = ideal i (a spanning tree of the cover
@@ -146,6 +147,7 @@ func (l *lattice) sums(s *sums, d, e int32) {
 		}
 	}
 	s.params = l.params[e] - l.params[d]
+	s.grads = l.grads[e] - l.grads[d]
 	s.stash = l.stash[e] - l.stash[d]
 	if nj := len(l.m.creditOf); nj > 0 {
 		if len(s.credit) != nj {
@@ -181,6 +183,7 @@ func (l *lattice) extend(u *units, m *model, parent int32, v int32, member func(
 	l.fast = append(l.fast, l.fast[parent]+m.fastest(int(v)))
 	l.launch = append(l.launch, l.launch[parent]+m.leastLaunch(int(v)))
 	l.params = append(l.params, l.params[parent]+m.params[v])
+	l.grads = append(l.grads, l.grads[parent]+m.grads[v])
 	l.stash = append(l.stash, l.stash[parent]+m.stash[v])
 	for j, nj := 0, len(m.creditOf); j < nj; j++ {
 		l.credit = append(l.credit, l.credit[int(parent)*nj+j]+m.credit[int(v)*nj+j])
@@ -223,7 +226,7 @@ func newLattice(u *units, m *model) *lattice {
 	return &lattice{
 		u: u, m: m, parent: []int32{-1}, added: []int32{-1},
 		units: u.n, nc: nc, n: 1, size: []int32{0}, cut: []int64{0}, fast: []float64{0}, launch: []float64{0},
-		params: []int64{0}, stash: []int64{0},
+		params: []int64{0}, grads: []int64{0}, stash: []int64{0},
 		fwd: make([]float64, nc), bwd: make([]float64, nc), upd: make([]float64, nc),
 		fwdL: make([]float64, nc), bwdL: make([]float64, nc), banned: make([]int32, nc),
 		apart: make([]int32, len(m.apartRule)), credit: make([]float64, len(m.creditOf)),

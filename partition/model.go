@@ -7,6 +7,7 @@ import (
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
 	"github.com/opplace/opplace/graph"
+	"github.com/opplace/opplace/sim"
 )
 
 // model is the cost of a stage, shared by every partitioner, the brute
@@ -28,16 +29,16 @@ import (
 // boundary is counted once per boundary it crosses (an activation skipping
 // stages is relayed through each) over one link, not split over replicas,
 // since replicas of one host share its network card. The all-reduce of the
-// stage's parameter bytes P across its replicas takes 2(r-1)/r·P/bw plus
-// 2(r-1) link latencies, once per step (training only); update ops run
-// once per step on every replica.
+// stage's gradient bytes across its replicas is priced by
+// sim.CollectiveTime on the stage's devices, once per step (training
+// only); update ops run once per step on every replica.
 //
 // Memory per device: parameters, optimizer state and the weight gradients
 // the stage's updates read + alive·stash/(r·M) + largest scratch,
 // where stash is the forward outputs of S plus everything it receives
 // (relayed activations included) and alive is the micro-batches whose
-// activations a stage holds at once: min(M, stages-index) under 1F1B,
-// M under GPipe, 1 for inference. Under Options.Recompute the stash
+// activations a stage holds at once, sim.InFlight of the schedule:
+// min(M, stages-index) under 1F1B, M under GPipe, 1 for inference. Under Options.Recompute the stash
 // counts only the checkpoints among S's forward outputs (those a forward
 // op of another module reads, and graph outputs), the largest module's
 // other saved outputs are added once, (alive·stash + largest)/(r·M), and
@@ -67,6 +68,9 @@ type model struct {
 	apartRule []int
 	// per unit
 	params, stash, temp []int64
+	// grads is per unit the bytes of the weight gradients its updates
+	// read: what the stage's replicas all-reduce.
+	grads []int64
 	// credit is set only on the lower-bound model of sourceBound: per
 	// unit and per (class, link) pair j, the least time per step its pure
 	// sources can add to the unit's stage, either updated there or
@@ -86,11 +90,12 @@ type class struct {
 	typ     *cluster.DeviceType
 	memory  int64
 	devices []int // cluster device indices in allocation order
-	// ring[p*(n+1)+r] is the all-reduce link over devices [p, p+r);
-	// next[p]/prev[p] the link a stage ending before p / starting at p
-	// uses to its neighbour.
-	ring       []cluster.Link
-	next, prev []cluster.Link
+	// An all-reduce of b bytes over devices [p, p+r) takes
+	// arPerByte[i]·b + arFixed[i], i = p*(n+1)+r: sim.CollectiveTime,
+	// linear in the bytes, read at two sizes. next[p]/prev[p] the link a
+	// stage ending before p / starting at p uses to its neighbour.
+	arPerByte, arFixed []float64
+	next, prev         []cluster.Link
 }
 
 func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []string) *model {
@@ -113,6 +118,7 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []stri
 	m.params = make([]int64, u.n)
 	m.stash = make([]int64, u.n)
 	m.temp = make([]int64, u.n)
+	m.grads = make([]int64, u.n)
 	rc := opts.Recompute && u.training
 	isOutput := map[graph.TensorID]bool{}
 	saved := map[string]int64{} // per module: saved outputs recomputed
@@ -173,6 +179,7 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []stri
 					}
 				}
 				m.params[ui] += grad
+				m.grads[ui] += grad
 			}
 			if o.Phase == graph.Forward {
 				if rc {
@@ -228,14 +235,17 @@ func (m *model) linkTables(cl *class) {
 			}
 		}
 	}
-	cl.ring = make([]cluster.Link, (n+1)*(n+1))
+	cl.arPerByte = make([]float64, (n+1)*(n+1))
+	cl.arFixed = make([]float64, (n+1)*(n+1))
+	const lo, hi = 1 << 20, 1 << 30
 	for p := 0; p < n; p++ {
 		for r := 2; p+r <= n; r++ {
-			var l cluster.Link
-			for i := 0; i < r; i++ {
-				l = slowest(l, c.Path(cl.devices[p+i], cl.devices[p+(i+1)%r]))
-			}
-			cl.ring[p*(n+1)+r] = l
+			devs := cl.devices[p : p+r]
+			tLo := sim.CollectiveTime(c, sim.AllReduce, devs, lo)
+			tHi := sim.CollectiveTime(c, sim.AllReduce, devs, hi)
+			i := p*(n+1) + r
+			cl.arPerByte[i] = (tHi - tLo) / (hi - lo)
+			cl.arFixed[i] = max(0, tLo-cl.arPerByte[i]*lo)
 		}
 	}
 }
@@ -245,7 +255,7 @@ type sums struct {
 	ok                        []bool    // per class: every unit can run there
 	mixed                     bool      // holds two groups of one separate rule
 	fwd, bwd, upd, fwdL, bwdL []float64 // per class
-	params, stash             int64
+	params, stash, grads      int64
 	credit                    []float64 // per model.creditOf pair
 }
 
@@ -254,6 +264,7 @@ type stageCost struct {
 	time                 float64 // per micro-batch, the objective's term
 	fwd, bwd             float64 // per micro-batch, compute + send
 	compute, comm, sync  float64 // per micro-batch: compute, sends, (allreduce+update)/M
+	fwdSend, bwdSend     float64 // per micro-batch: the forward's and the backward's sends
 	perStep              float64 // allreduce + update, once per step
 	memory               int64   // per device, before the alive factor is known: see mem
 	paramBytes, stashPer int64
@@ -279,16 +290,17 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 	fc := (s.fwd[k]-s.fwdL[k])/rm + s.fwdL[k]
 	fs := send(cl.next[p+r], cutOut)
 	sc.fwd = fc + fs
-	sc.compute, sc.comm = fc, fs
+	sc.compute, sc.comm, sc.fwdSend = fc, fs, fs
 	if m.training {
 		bc := (s.bwd[k]-s.bwdL[k])/rm + s.bwdL[k]
 		bs := send(cl.prev[p], cutIn)
 		sc.bwd = bc + bs
 		sc.compute += bc
 		sc.comm += bs
-		if r > 1 && s.params > 0 {
-			l := cl.ring[p*(n+1)+r]
-			sc.perStep = 2*float64(r-1)/float64(r)*float64(s.params)/l.Bandwidth + 2*float64(r-1)*l.Latency
+		sc.bwdSend = bs
+		if r > 1 && s.grads > 0 {
+			i := p*(n+1) + r
+			sc.perStep = cl.arPerByte[i]*float64(s.grads) + cl.arFixed[i]
 		}
 	}
 	sc.perStep += s.upd[k]
@@ -304,7 +316,8 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 }
 
 // alive is how many micro-batches of activations a stage holds when it
-// and the stages after it number depth.
+// and the stages after it number depth: sim.InFlight of the schedule, in
+// closed form for the search's inner loop (TestAliveIsInFlight).
 func (m *model) alive(depth, M int) int {
 	if !m.training {
 		return 1

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opplace/opplace/sim"
 )
 
 // near compares plan numbers, rounded to the nanosecond in ms, with a
@@ -17,7 +19,7 @@ func stageOps(pl *Plan) [][]string {
 	for _, s := range pl.Stages {
 		var fw []string
 		for _, o := range s.Ops {
-			if !strings.HasSuffix(o, "_grad") {
+			if !strings.Contains(o, "_grad") {
 				fw = append(fw, o)
 			}
 		}
@@ -80,7 +82,8 @@ func TestHandSolved(t *testing.T) {
 	}, {
 		// a's 100 MB output also feeds d, so it is relayed through the b
 		// and c stages: boundary bytes 100, 101, 101 MB. Stage c: 3 s +
-		// 0.101 s each way = 3.202 s; memory = 1 GB weights + its output
+		// 0.101 s each way = 3.202 s; memory = 1 GB weights and 1 GB of their
+		// gradient + its output
 		// and everything it receives (1 + 101 MB) for the one live
 		// micro-batch.
 		name: "skip connection spans three stages",
@@ -93,7 +96,7 @@ func TestHandSolved(t *testing.T) {
 		training: true, devices: 4, memory: 1 << 40,
 		bottleneck: 3.202, stages: [][]string{{"a"}, {"b"}, {"c"}, {"d"}}, replicas: []int{1, 1, 1, 1},
 		sendBytes: []int64{1e8, 1.01e8, 1.01e8, 0},
-		memBytes:  []int64{1e9 + 1e8, 1e9 + 1e6 + 1e8, 1e9 + 1e6 + 1.01e8, 1e9 + 1e6 + 1.01e8},
+		memBytes:  []int64{2e9 + 1e8, 2e9 + 1e6 + 1e8, 2e9 + 1e6 + 1.01e8, 2e9 + 1e6 + 1.01e8}, // weight and its gradient, stash
 	}, {
 		// Inference: 4 GB of weights per op and 9 GB devices hold two ops,
 		// so the free data-parallel plan (one stage, 2 s) does not fit: two
@@ -148,12 +151,12 @@ func TestHeterogeneous(t *testing.T) {
 		if !near(pl.BottleneckMs, 3001) {
 			t.Errorf("%s: bottleneck %v ms, want 3001", name, pl.BottleneckMs)
 		}
-		for _, s := range pl.Stages {
+		for i, s := range pl.Stages {
 			want := 1
 			if s.DeviceType == "dev2e+09" {
 				want = 2
 			}
-			if n := len(s.Ops) / 2; n != want {
+			if n := len(stageOps(pl)[i]); n != want {
 				t.Errorf("%s: stage on %s has %d units, want %d", name, s.DeviceType, n, want)
 			}
 		}
@@ -167,7 +170,7 @@ func TestSchedules(t *testing.T) {
 		sched Schedule
 		alive []int
 	}{{OneFOneB, []int{4, 3, 2, 1}}, {GPipe, []int{8, 8, 8, 8}}} {
-		tl := simulateSchedule(f, b, 8, tc.sched, true)
+		tl := simulateSchedule(passTimes{fwd: f, bwd: b, fwdSend: make([]float64, 4), bwdSend: make([]float64, 4)}, 8, tc.sched, true)
 		// (M + S - 1)(f + b) for uniform stages.
 		if tl.makespan != 22 {
 			t.Errorf("%s: makespan %v, want 22", tc.sched, tl.makespan)
@@ -182,7 +185,7 @@ func TestSchedules(t *testing.T) {
 		}
 	}
 	// Inference: forwards only, (M + S - 1) f.
-	if tl := simulateSchedule(f, b, 8, OneFOneB, false); tl.makespan != 11 {
+	if tl := simulateSchedule(passTimes{fwd: f, bwd: b, fwdSend: make([]float64, 4), bwdSend: make([]float64, 4)}, 8, OneFOneB, false); tl.makespan != 11 {
 		t.Errorf("inference makespan %v, want 11", tl.makespan)
 	}
 }
@@ -199,6 +202,26 @@ func TestModulePrefix(t *testing.T) {
 	} {
 		if got := modulePrefix(tc.names); got != tc.want {
 			t.Errorf("modulePrefix(%q) = %q, want %q", tc.names, got, tc.want)
+		}
+	}
+}
+
+// TestAliveIsInFlight: the memory rule the search uses in closed form is
+// the simulator's, sim.InFlight of the schedule, for every stage of up to
+// 8 stages and every micro-batch count up to 32.
+func TestAliveIsInFlight(t *testing.T) {
+	for _, sched := range []Schedule{OneFOneB, GPipe} {
+		for _, training := range []bool{true, false} {
+			m := &model{opts: Options{Schedule: sched}, training: training}
+			for S := 1; S <= 8; S++ {
+				for i := 0; i < S; i++ {
+					for M := 1; M <= 32; M++ {
+						if got, want := m.alive(S-i, M), sim.InFlight(sim.Schedule(sched), training, S, i, M); got != want {
+							t.Errorf("%s, training %v: stage %d of %d, M %d: alive %d, sim.InFlight %d", sched, training, i, S, M, got, want)
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -113,10 +113,11 @@ func countIdeals(u *units) int {
 
 func propertyCluster() *cluster.Cluster {
 	// Two 1 GFLOP/s devices (one class) and one 2 GFLOP/s device with less
-	// memory (another), on 10 GB/s.
+	// memory (another), on 10 GB/s; a training graph's weights need room
+	// for their gradients too.
 	return graphtest.Cluster(10*giga, 1e-5,
-		graphtest.Device{FLOPS: giga, Memory: 4e9}, graphtest.Device{FLOPS: giga, Memory: 4e9},
-		graphtest.Device{FLOPS: 2 * giga, Memory: 2e9})
+		graphtest.Device{FLOPS: giga, Memory: 8e9}, graphtest.Device{FLOPS: giga, Memory: 8e9},
+		graphtest.Device{FLOPS: 2 * giga, Memory: 4e9})
 }
 
 // TestAgainstBruteForce: on random DAGs of 2 to 14 ops, pipedream equals

@@ -297,7 +297,7 @@ func aggregate(m *model, n, nc int, group []int32, skip []bool) *model {
 	r.banned = make([]int32, n*nc)
 	na := len(m.apartRule)
 	r.apart = make([]int32, n*na)
-	r.params, r.stash, r.temp = make([]int64, n), make([]int64, n), make([]int64, n)
+	r.params, r.stash, r.temp, r.grads = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for v, g := range group {
 		if skip != nil && skip[v] {
 			continue
@@ -315,6 +315,7 @@ func aggregate(m *model, n, nc int, group []int32, skip []bool) *model {
 			r.apart[int(g)*na+x] += m.apart[v*na+x]
 		}
 		r.params[g] += m.params[v]
+		r.grads[g] += m.grads[v]
 		r.stash[g] += m.stash[v]
 		r.temp[g] = max(r.temp[g], m.temp[v])
 	}

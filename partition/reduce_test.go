@@ -32,7 +32,7 @@ func TestReduce(t *testing.T) {
 	name := func(v int32) []string {
 		var out []string
 		for _, op := range r.real.ops[v] {
-			if n := p.Graph.Ops[op].Name; !strings.HasSuffix(n, "_grad") {
+			if n := p.Graph.Ops[op].Name; !strings.Contains(n, "_grad") {
 				out = append(out, n)
 			}
 		}

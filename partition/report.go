@@ -22,8 +22,10 @@ type Plan struct {
 	// latency).
 	BottleneckMs float64 `json:"bottleneck_ms"`
 	ObjectiveMs  float64 `json:"objective_ms"`
-	// StepMs is the simulated time of one step: M micro-batches through
-	// the schedule, then the slowest stage's all-reduce and update.
+	// StepMs is the estimated time of one step: M micro-batches through
+	// the schedule the simulator runs (sim.Passes), sends overlapping the
+	// next pass's compute, each stage's all-reduce and update after its
+	// last pass.
 	StepMs float64 `json:"step_ms"`
 	// BubbleFraction is the share of stage time idle during the
 	// pipelined part of the step.
@@ -113,8 +115,7 @@ func (p *Problem) report(name string, s *solution) *Plan {
 	pl := &Plan{Partitioner: name, Schedule: p.Options.Schedule, Objective: p.Options.Objective,
 		Training: m.training, MicroBatches: M, ObjectiveMs: ms(s.value), value: s.value, OpStage: make([]int, len(g.Ops))}
 	S := len(s.stages)
-	f, b := make([]float64, S), make([]float64, S)
-	perStep := make([]float64, S)
+	pt := passTimes{fwd: make([]float64, S), bwd: make([]float64, S), fwdSend: make([]float64, S), bwdSend: make([]float64, S), perStep: make([]float64, S)}
 	costs := make([]stageCost, S)
 	temps := make([]int64, S)
 	sm := newSums(l.nc)
@@ -123,7 +124,8 @@ func (p *Problem) report(name string, s *solution) *Plan {
 		l.sums(sm, x.from, x.to)
 		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
 		costs[i] = sc
-		f[i], b[i], perStep[i] = sc.fwd, sc.bwd, sc.perStep
+		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
+		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep
 		cl := &m.classes[x.class]
 		st := Stage{Index: i, DeviceType: cl.name, Replicas: x.r,
 			ComputeMs: ms(sc.compute), CommMs: ms(sc.comm), SyncMs: ms(sc.sync), TimeMs: ms(sc.time),
@@ -155,16 +157,15 @@ func (p *Problem) report(name string, s *solution) *Plan {
 		pl.BottleneckMs = max(pl.BottleneckMs, ms(sc.time))
 		pl.Stages = append(pl.Stages, st)
 	}
-	tl := simulateSchedule(f, b, M, p.Options.Schedule, m.training)
-	var busy, extra float64
+	tl := simulateSchedule(pt, M, p.Options.Schedule, m.training)
+	var busy float64
 	for i := range pl.Stages {
 		pl.Stages[i].AliveMicroBatches = tl.alive[i]
 		pl.Stages[i].StartMs, pl.Stages[i].EndMs = ms(tl.start[i]), ms(tl.end[i])
 		pl.Stages[i].PeakMemoryBytes = memory(&costs[i], temps[i], tl.alive[i], s.stages[i].r, M)
 		busy += tl.busy[i]
-		extra = max(extra, perStep[i])
 	}
-	pl.step = tl.makespan + extra
+	pl.step = tl.step
 	pl.StepMs = ms(pl.step)
 	if tl.makespan > 0 {
 		pl.BubbleFraction = math.Round((1-busy/(float64(S)*tl.makespan))*1e9) / 1e9

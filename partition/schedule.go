@@ -1,112 +1,112 @@
 package partition
 
+import "github.com/opplace/opplace/sim"
+
 // timeline is a simulated pipeline step.
 type timeline struct {
 	makespan float64 // end of the last forward or backward
-	busy     []float64
-	alive    []int // most micro-batches whose activations a stage held
+	// step is the makespan with each stage's per-step work (all-reduce
+	// and update) after its last pass: the latest of end+perStep.
+	step  float64
+	busy  []float64
+	alive []int // most micro-batches whose activations a stage held
 	// start and end of each stage's first and last task
 	start, end []float64
 }
 
-// simulateSchedule runs M micro-batches through stages whose forward and
-// backward take f[i] and b[i] per micro-batch (sends included, so a
-// task may start when its upstream task ends). Each stage runs its tasks
-// in the schedule's fixed order:
-//
-//	inference: F0 … F(M-1)
-//	gpipe:     F0 … F(M-1), B0 … B(M-1)
-//	1f1b:      w = min(stages-i-1, M) warm-up forwards, then F(w+j), B(j)
-//	           pairs, then the remaining backwards
-//
-// F(i, m) waits for F(i-1, m); B(i, m) waits for B(i+1, m) and F(i, m).
-func simulateSchedule(f, b []float64, M int, sched Schedule, training bool) timeline {
-	S := len(f)
-	type task struct {
-		bwd bool
-		mb  int
-	}
-	seq := make([][]task, S)
-	for i := 0; i < S; i++ {
-		switch {
-		case !training:
-			for m := 0; m < M; m++ {
-				seq[i] = append(seq[i], task{false, m})
-			}
-		case sched == GPipe:
-			for m := 0; m < M; m++ {
-				seq[i] = append(seq[i], task{false, m})
-			}
-			for m := 0; m < M; m++ {
-				seq[i] = append(seq[i], task{true, m})
-			}
-		default:
-			w := min(S-i-1, M)
-			for m := 0; m < w; m++ {
-				seq[i] = append(seq[i], task{false, m})
-			}
-			for j := 0; j < M-w; j++ {
-				seq[i] = append(seq[i], task{false, w + j}, task{true, j})
-			}
-			for m := M - w; m < M; m++ {
-				seq[i] = append(seq[i], task{true, m})
-			}
-		}
+// passTimes are a pipeline's per-micro-batch times, per stage: the
+// compute of a forward and of a backward, and the send that follows each
+// (to the next stage, to the previous one), and the per-step work after
+// the stage's last pass.
+type passTimes struct {
+	fwd, bwd, fwdSend, bwdSend, perStep []float64
+}
+
+// simulateSchedule runs M micro-batches through the stages as the
+// simulator does: each stage runs its passes in sim.Passes's order (the
+// schedule sim.Run follows), a pass's send occupies the stage's send
+// link, not the stage, so the next pass computes while it sends, and a
+// stage's all-reduce and update run after its own last pass. F(i, m)
+// waits for F(i-1, m)'s send; B(i, m) for B(i+1, m)'s send and F(i, m).
+func simulateSchedule(pt passTimes, M int, sched Schedule, training bool) timeline {
+	S := len(pt.fwd)
+	seq := make([][]sim.Pass, S)
+	for i := range seq {
+		seq[i] = sim.Passes(sim.Schedule(sched), training, S, i, M)
 	}
 	const unset = -1.0
-	fEnd := make([][]float64, S)
-	bEnd := make([][]float64, S)
-	for i := range fEnd {
-		fEnd[i] = make([]float64, M)
-		bEnd[i] = make([]float64, M)
+	// fArr[i][m]: micro-batch m's activations from stage i arrived at
+	// stage i+1; bArr[i][m]: its gradients from stage i at stage i-1;
+	// fEnd[i][m]: stage i's forward of m done.
+	fArr, bArr, fEnd := make([][]float64, S), make([][]float64, S), make([][]float64, S)
+	for i := range fArr {
+		fArr[i], bArr[i], fEnd[i] = make([]float64, M), make([]float64, M), make([]float64, M)
 		for m := 0; m < M; m++ {
-			fEnd[i][m], bEnd[i][m] = unset, unset
+			fArr[i][m], bArr[i][m], fEnd[i][m] = unset, unset, unset
 		}
 	}
 	tl := timeline{busy: make([]float64, S), alive: make([]int, S), start: make([]float64, S), end: make([]float64, S)}
 	next := make([]int, S)
-	free := make([]float64, S)
+	free := make([]float64, S) // the stage's compute
+	link := make([]float64, S) // the stage's send link
 	live := make([]int, S)
+	send := func(i int, at, d float64) float64 {
+		if d <= 0 {
+			return at
+		}
+		link[i] = max(link[i], at) + d
+		return link[i]
+	}
 	for progress := true; progress; {
 		progress = false
 		for i := 0; i < S; i++ {
 			for next[i] < len(seq[i]) {
 				t := seq[i][next[i]]
 				ready := free[i]
-				if !t.bwd {
+				var end float64
+				if !t.Backward {
 					if i > 0 {
-						if fEnd[i-1][t.mb] == unset {
+						if fArr[i-1][t.MicroBatch] == unset {
 							break
 						}
-						ready = max(ready, fEnd[i-1][t.mb])
+						ready = max(ready, fArr[i-1][t.MicroBatch])
 					}
-					fEnd[i][t.mb] = ready + f[i]
-					free[i] = ready + f[i]
-					tl.busy[i] += f[i]
+					end = ready + pt.fwd[i]
+					fEnd[i][t.MicroBatch] = end
+					fArr[i][t.MicroBatch] = send(i, end, pt.fwdSend[i])
+					tl.busy[i] += pt.fwd[i]
 					live[i]++
 					tl.alive[i] = max(tl.alive[i], live[i])
 				} else {
 					if i+1 < S {
-						if bEnd[i+1][t.mb] == unset {
+						if bArr[i+1][t.MicroBatch] == unset {
 							break
 						}
-						ready = max(ready, bEnd[i+1][t.mb])
+						ready = max(ready, bArr[i+1][t.MicroBatch])
 					}
-					ready = max(ready, fEnd[i][t.mb])
-					bEnd[i][t.mb] = ready + b[i]
-					free[i] = ready + b[i]
-					tl.busy[i] += b[i]
+					ready = max(ready, fEnd[i][t.MicroBatch])
+					end = ready + pt.bwd[i]
+					bArr[i][t.MicroBatch] = send(i, end, pt.bwdSend[i])
+					tl.busy[i] += pt.bwd[i]
 					live[i]--
 				}
-				tl.makespan = max(tl.makespan, free[i])
+				free[i] = end
+				tl.makespan = max(tl.makespan, end)
 				if next[i] == 0 {
-					tl.start[i] = free[i] - f[i] // the first task is a forward
+					tl.start[i] = ready // the first task is a forward
 				}
-				tl.end[i] = free[i]
+				tl.end[i] = end
 				next[i]++
 				progress = true
 			}
 		}
+	}
+	for i := range tl.end {
+		var per float64
+		if pt.perStep != nil {
+			per = pt.perStep[i]
+		}
+		tl.step = max(tl.step, tl.end[i]+per)
 	}
 	if !training {
 		for i := range tl.alive {

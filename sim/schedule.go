@@ -31,7 +31,7 @@ func (s *state) schedule(sched Schedule) {
 	}
 	slotIndex := make([][]int32, S)
 	for i := range slotIndex {
-		slotIndex[i] = slotOrder(sched, s.training, S, i, M)
+		slotIndex[i] = SlotOrder(sched, s.training, S, i, M)
 	}
 	nd := s.nd
 	s.slot = make([]int32, len(s.taskOp))
@@ -76,12 +76,14 @@ func (sl *slots) advance(d int) {
 	}
 }
 
-// slotOrder is the order stage i of S runs its slots in: idx[kind*M+mb]
+// SlotOrder is the order stage i of S runs its slots in: idx[kind*M+mb]
 // is the slot of micro-batch mb's forward (kind 0) or backward (kind 1)
 // pass. Inference runs the M forwards; GPipe all forwards, then all
 // backwards; 1F1B min(S-i-1, M) warm-up forwards, then one forward and
-// one backward in turn, then the backwards left.
-func slotOrder(sched Schedule, training bool, S, i, M int) []int32 {
+// one backward in turn, then the backwards left. It is the one schedule
+// of the step: the simulator runs it, and the pipeline partitioners'
+// analytic estimate (package partition) follows it.
+func SlotOrder(sched Schedule, training bool, S, i, M int) []int32 {
 	const fwd, bwd = 0, 1
 	idx := make([]int32, 2*M)
 	k := int32(0)
@@ -112,4 +114,49 @@ func slotOrder(sched Schedule, training bool, S, i, M int) []int32 {
 		}
 	}
 	return idx
+}
+
+// Pass is one pass of a micro-batch through a stage: its forward or its
+// backward.
+type Pass struct {
+	Backward   bool
+	MicroBatch int
+}
+
+// Passes is SlotOrder as the sequence of passes stage i of S runs, in
+// order (M forwards, and M backwards when training).
+func Passes(sched Schedule, training bool, S, i, M int) []Pass {
+	idx := SlotOrder(sched, training, S, i, M)
+	n := M
+	if training {
+		n = 2 * M
+	}
+	out := make([]Pass, n)
+	for kind := 0; kind*M < n; kind++ {
+		for mb := 0; mb < M; mb++ {
+			out[idx[kind*M+mb]] = Pass{Backward: kind == 1, MicroBatch: mb}
+		}
+	}
+	return out
+}
+
+// InFlight is the most micro-batches whose activations stage i of S
+// holds at once under the schedule: those whose forward it ran and whose
+// backward it has not (one when not training: a forward frees its
+// inputs). A stage's activation memory is this many micro-batches of its
+// stash, as the simulator's schedule lays them out.
+func InFlight(sched Schedule, training bool, S, i, M int) int {
+	if !training {
+		return min(M, 1)
+	}
+	live, most := 0, 0
+	for _, p := range Passes(sched, training, S, i, M) {
+		if p.Backward {
+			live--
+		} else {
+			live++
+			most = max(most, live)
+		}
+	}
+	return most
 }
