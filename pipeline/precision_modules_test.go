@@ -18,8 +18,8 @@ import (
 )
 
 // precisionModels are every ONNX model of testdata/models (with its
-// held-out and train sets) and of the shared set (../shared/models),
-// each file once.
+// held-out and train sets) and of the shared set (../shared/models and
+// its LLMs), each file once.
 func precisionModels(t *testing.T) []string {
 	var paths []string
 	for _, pattern := range []string{"*.onnx", "heldout/*.onnx", "train/*.onnx"} {
@@ -28,6 +28,14 @@ func precisionModels(t *testing.T) []string {
 	}
 	shared, _ := filepath.Glob(filepath.Join("..", "..", "shared", "models", "*.onnx"))
 	paths = append(paths, shared...)
+	// The decoder LLMs that fit 8 A100-80GB at batch 2; the 70B and
+	// 145.6B are written by the same generator (module paths alike).
+	llms, _ := filepath.Glob(filepath.Join("..", "..", "shared", "models", "llm", "*.onnx"))
+	for _, p := range llms {
+		if !strings.Contains(p, "70b") && !strings.Contains(p, "145b") {
+			paths = append(paths, p)
+		}
+	}
 	seen := map[[32]byte]bool{}
 	var out []string
 	for _, p := range paths {
