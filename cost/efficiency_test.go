@@ -46,7 +46,10 @@ func TestAchievableSpeed(t *testing.T) {
 		t.Errorf("8 W_half matmul efficiency %v, want %v", got, want)
 	}
 	// The cast is memory-bound at 0.6 of bandwidth; no ramp, no clock.
-	cast, _ := amp.OpByName("w/autocast_bfloat16")
+	cast, ok := amp.OpByName("w_autocast_bfloat16")
+	if !ok {
+		t.Fatal("no cast of w")
+	}
 	if got, want := r.MemoryTime(amp, cast, dt), float64(6*n*n)/(1e12*0.6); !near(got, want) {
 		t.Errorf("cast memory time %v, want %v", got, want)
 	}

@@ -63,7 +63,10 @@ func TestMatMulAtTensorCoreRate(t *testing.T) {
 		t.Errorf("fp32/bf16 MatMul time ratio %v, want the peak ratio 312/19.5 = 16", ratio)
 	}
 	// The casts are memory-bound: 4 bytes read and 2 written per element.
-	castID, _ := amp.OpByName("w/autocast_bfloat16")
+	castID, ok := amp.OpByName("w_autocast_bfloat16")
+	if !ok {
+		t.Fatal("no cast of w")
+	}
 	want := float64(6*n*n)/(dt.MemoryBandwidth*cost.DefaultMemoryEfficiency) + dt.LaunchOverhead
 	if got := r.OpTime(amp, castID, dt); !near(got, want) {
 		t.Errorf("the weight's cast takes %g s, want %g", got, want)

@@ -218,7 +218,9 @@ func moduleCuts(p *plan.Plan, o Options, target string) (*cuts, error) {
 	}
 	key := func(path string) string {
 		for c := parent(path); ; c = parent(c) {
-			if containers[c] && len(path) > len(c) {
+			// A path outside c (one with no leading '/', which no
+			// torch.onnx op name has) is in no container.
+			if containers[c] && len(path) > len(c) && strings.HasPrefix(path, c) {
 				rest := path[len(c):]
 				return c + rest[:strings.IndexByte(rest, '/')+1]
 			}

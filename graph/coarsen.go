@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -100,8 +101,8 @@ func Coarsen(g *Graph, gr *Grouping) (*Coarse, error) {
 			if !IsViewOp(mo.Type) {
 				launching = append(launching, m)
 			}
-			op.Work.FLOPs += mo.Work.FLOPs
-			op.Work.MACs += mo.Work.MACs
+			op.Work.FLOPs = addWork(op.Work.FLOPs, mo.Work.FLOPs)
+			op.Work.MACs = addWork(op.Work.MACs, mo.Work.MACs)
 			op.Work.TempBytes = max(op.Work.TempBytes, mo.Work.TempBytes)
 			op.Work.Estimated = op.Work.Estimated || mo.Work.Estimated
 			for _, t := range mo.Inputs {
@@ -185,4 +186,14 @@ func Expand[T any](c *Coarse, coarse []T) []T {
 		out[i] = coarse[k]
 	}
 	return out
+}
+
+// addWork adds two non-negative work counts, saturating at MaxInt64: a
+// fused group is one kernel's work, far below it, but its members are
+// each bounded only at 2^62 (train), so their sum must not wrap.
+func addWork(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -107,8 +107,11 @@ func TestBadInput(t *testing.T) {
 			want: `dimension "batch" bound to 0: a dimension must be positive`},
 		{name: "zero shape", data: unbound.bytes(t), opts: Options{Shapes: map[string][]int64{"input_ids": {4, 0}}},
 			want: `the shape given for input "input_ids" has size 0 on axis 1: a dimension must be positive`},
-		{name: "FLOPs past 2^60", path: modelPath("gpt2_xl"), opts: Options{Dims: map[string]int64{"batch": 3000000}},
-			want: `(MatMul, output 3000000x1024x6400): the graph's FLOPs reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension`},
+		// 1e10 tokens: the output head alone is 1.6e18 FLOPs. (At 3e9
+		// tokens every op fits, and the step, 3e19 FLOPs, is summed in
+		// float64.)
+		{name: "FLOPs past 2^60", path: modelPath("gpt2_xl"), opts: Options{Dims: map[string]int64{"batch": 10000000}},
+			want: `op "/head/MatMul" (MatMul, output 10000000x1024x50257): its FLOPs reach 2^60 (1.15e18), beyond any op of a real model's step; bind a smaller batch or dimension`},
 		{name: "attribute of the wrong type", data: stringPerm.bytes(t),
 			want: `node #0 (Transpose): attribute "perm" is a STRING, but ONNX defines it as INTS`},
 		{name: "tensor bytes past 2^60", data: manyBig.bytes(t),

@@ -43,8 +43,10 @@ type InspectTotals struct {
 	Params  int64 `json:"params"`
 	// ParamBytes is the parameters' size in memory.
 	ParamBytes int64 `json:"param_bytes"`
-	MACs       int64 `json:"macs"`
-	FLOPs      int64 `json:"flops"`
+	// MACs and FLOPs are summed in float64: a large model's step passes
+	// int64 (9.2e18); below 2^53 they are exact integers.
+	MACs  float64 `json:"macs"`
+	FLOPs float64 `json:"flops"`
 	// ActivationBytes sums the bytes of every op output.
 	ActivationBytes int64 `json:"activation_bytes"`
 }
@@ -111,6 +113,7 @@ func summarise(path string, m *Model) *Inspection {
 		Inputs: []TensorInfo{}, GraphOutputs: []TensorInfo{}, OpTypes: []OpTypeCount{}, Ops: []OpInfo{},
 		UnknownShapes: []string{}, UnknownOps: unknownOps(m), Warnings: append([]string{}, m.Warnings...)}
 	r.Totals.Ops, r.Totals.Tensors = len(g.Ops), len(g.Tensors)
+	r.Totals.FLOPs, r.Totals.MACs = shapes.WorkTotals(g)
 	for _, id := range g.Inputs {
 		r.Inputs = append(r.Inputs, tensorInfo(g.Tensor(id)))
 	}
@@ -147,8 +150,6 @@ func summarise(path string, m *Model) *Inspection {
 		if unknown {
 			r.UnknownShapes = append(r.UnknownShapes, op.Name)
 		}
-		r.Totals.MACs += op.Work.MACs
-		r.Totals.FLOPs += op.Work.FLOPs
 		r.Ops = append(r.Ops, oi)
 	}
 	for t, c := range counts {
@@ -251,8 +252,8 @@ func WriteInspectionTable(out io.Writer, r *Inspection, listOps bool) error {
 	tw = printable.NewColumns(tabwriter.NewWriter(out, 0, 4, 2, ' ', 0))
 	fmt.Fprintf(tw, "ops\t%d\n", t.Ops)
 	fmt.Fprintf(tw, "params\t%d (%s)\n", t.Params, cluster.FormatBytes(t.ParamBytes))
-	fmt.Fprintf(tw, "MACs\t%d\n", t.MACs)
-	fmt.Fprintf(tw, "FLOPs\t%d\n", t.FLOPs)
+	fmt.Fprintf(tw, "MACs\t%.0f\n", t.MACs)
+	fmt.Fprintf(tw, "FLOPs\t%.0f\n", t.FLOPs)
 	fmt.Fprintf(tw, "activations\t%s\n", cluster.FormatBytes(t.ActivationBytes))
 	types := make([]string, len(r.OpTypes))
 	for i, c := range r.OpTypes {

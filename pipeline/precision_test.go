@@ -121,7 +121,7 @@ func TestPrecisionEveryStrategy(t *testing.T) {
 		}
 		casts := 0
 		for _, op := range r.Plan.Ops {
-			if strings.HasSuffix(op.Name, "/autocast_bfloat16") {
+			if strings.HasSuffix(op.Name, "_autocast_bfloat16") {
 				casts++
 			}
 		}

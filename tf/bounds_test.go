@@ -23,7 +23,7 @@ func TestBounds(t *testing.T) {
 		warning string
 	}{
 		{name: "work past 2^60", graph: matmul,
-			err: `op "m" (MatMul, output 33554432x1048576): the graph's FLOPs reach 2^60 (1.15e18) here`},
+			err: `op "m" (MatMul, output 33554432x1048576): its FLOPs reach 2^60 (1.15e18)`},
 		{name: "zero bound shape", graph: dyn, opts: importopt.Options{Shapes: map[string][]int64{"in": {0, 8}}},
 			err: `the shape given for input "in" has size 0 on axis 0: a dimension must be positive`},
 		{name: "negative batch", graph: dyn, opts: importopt.Options{Batch: -2}, err: "the batch size -2 must be positive"},

@@ -180,7 +180,9 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 			}
 		}
 	}
-	castTo := func(in graph.TensorID, to graph.DType, reader *graph.Op) (graph.TensorID, error) {
+	// castTo casts in to type to for reader, whose module the cast is
+	// named in (castName): the module of the op named module.
+	castTo := func(in graph.TensorID, to graph.DType, reader *graph.Op, module string) (graph.TensorID, error) {
 		k := castKey{in, to}
 		if c, ok := casts[k]; ok {
 			return c, nil
@@ -192,7 +194,7 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 		if err != nil {
 			return 0, err
 		}
-		cast := graph.Op{Name: opName(name), Type: "Cast", Domain: AutocastDomain,
+		cast := graph.Op{Name: opName(castName(src.Name, to, module)), Type: "Cast", Domain: AutocastDomain,
 			Inputs: []graph.TensorID{in}, Outputs: []graph.TensorID{out},
 			Colocate: reader.Colocate, Device: reader.Device, Phase: graph.Forward}
 		if _, err := g.AddOp(cast); err != nil {
@@ -207,6 +209,10 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 		return out, nil
 	}
 	halfWeights := weightViews(fwd, order)
+	pos := make([]int, len(fwd.Ops)) // each op's place in order
+	for i, id := range order {
+		pos[id] = i
+	}
 	for _, id := range order {
 		op := fwd.Ops[id]
 		op.Inputs = slices.Clone(op.Inputs)
@@ -253,7 +259,7 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 			}
 			for i, in := range op.Inputs {
 				if d := g.Tensors[in].DType; eligible(d) && d != want {
-					c, err := castTo(in, want, &op)
+					c, err := castTo(in, want, &op, castModule(fwd, halfWeights, pos, id))
 					if err != nil {
 						return nil, st, err
 					}
@@ -271,6 +277,46 @@ func autocast(fwd *graph.Graph, half graph.DType) (*graph.Graph, PrecisionStats,
 		}
 	}
 	return g, st, nil
+}
+
+// castName names autocast's cast of tensor src to type to, read first
+// by op reader: in reader's module, so module paths, which come from op
+// names, stay those of the forward ops ("/blocks/blocks.5/fc2/" for the
+// cast of "blocks.5.fc2.weight" that its MatMul reads). The tensor's
+// name, its last path component, follows: "/blocks/blocks.5/fc2/" +
+// "blocks.5.fc2.weight_autocast_bfloat16". Named after the tensor
+// alone, a weight's cast would read as a module of its own
+// ("blocks.5.fc2.weight/") and an activation's as a sub-module of the
+// op that wrote it.
+func castName(src string, to graph.DType, reader string) string {
+	module := ""
+	if i := strings.LastIndexByte(reader, '/'); i > 0 {
+		module = reader[:i+1]
+	}
+	return module + src[strings.LastIndexByte(src, '/')+1:] + "_autocast_" + to.String()
+}
+
+// castModule is the name of the op whose module the casts op id reads
+// are named in: id's own, or for a view of a weight (halfWeights: the
+// Identity torch.onnx gives a shared weight, at the root, or a linear
+// layer's Transpose) the op that computes with the view, found through
+// its earliest readers (pos: each op's place in topological order).
+func castModule(g *graph.Graph, halfWeights []bool, pos []int, id graph.OpID) string {
+	for halfWeights[id] {
+		var next graph.OpID = graph.NoOp
+		for _, out := range g.Ops[id].Outputs {
+			for _, c := range g.Tensors[out].Consumers {
+				if next == graph.NoOp || pos[c] < pos[next] {
+					next = c
+				}
+			}
+		}
+		if next == graph.NoOp {
+			break
+		}
+		id = next
+	}
+	return g.Ops[id].Name
 }
 
 // viewOps relabel or reorder a tensor; PyTorch runs them on weights as

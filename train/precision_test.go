@@ -1,6 +1,7 @@
 package train_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,51 @@ func tensor(t *testing.T, g *graph.Graph, name string) *graph.Tensor {
 	return &g.Tensors[id]
 }
 
+// TestAutocastCastNames checks that autocast's casts sit in the module of
+// the op that reads them, as torch.onnx names ops, so module paths (of
+// op names) stay the forward ops': a weight's cast named after the
+// weight read as a module "blocks.5.fc2.weight/", and an activation's as
+// a sub-module of the op that wrote it.
+func TestAutocastCastNames(t *testing.T) {
+	b := typed{t, graph.New("block", 0, 0)}
+	x := b.tensor("x", graph.Input, 4, 8)
+	w := b.tensor("blocks.5.fc2.weight", graph.Parameter, 8, 16)
+	gamma := b.tensor("blocks.5.ln.weight", graph.Parameter, 16)
+	mm := b.tensor("/blocks/blocks.5/fc2/MatMul_output_0", graph.Activation, 4, 16)
+	ln := b.tensor("/blocks/blocks.5/ln/LayerNormalization_output_0", graph.Activation, 4, 16)
+	b.op("/blocks/blocks.5/fc2/MatMul", "MatMul", 2*4*8*16, mm, x, w)
+	b.op("/blocks/blocks.5/ln/LayerNormalization", "LayerNormalization", 8*64, ln, mm, gamma)
+	// A weight torch.onnx shares through an Identity at the root: its
+	// cast is named in the module of the op that computes with it.
+	w3 := b.tensor("blocks.5.fc3.weight", graph.Parameter, 16, 16)
+	alias := b.tensor("onnx::MatMul_99", graph.Activation, 16, 16)
+	out := b.tensor("/blocks/blocks.5/fc3/MatMul_output_0", graph.Activation, 4, 16)
+	b.op("Identity_0", "Identity", 0, alias, w3)
+	b.op("/blocks/blocks.5/fc3/MatMul", "MatMul", 2*4*16*16, out, ln, alias)
+	b.g.Inputs, b.g.Outputs = []graph.TensorID{x}, []graph.TensorID{out}
+	g, _, err := train.ApplyPrecision(b.g, train.AMPBF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var casts []string
+	for i := range g.Ops {
+		if g.Ops[i].Domain == train.AutocastDomain {
+			casts = append(casts, g.Ops[i].Name)
+		}
+	}
+	slices.Sort(casts)
+	want := []string{
+		"/blocks/blocks.5/fc2/blocks.5.fc2.weight_autocast_bfloat16",
+		"/blocks/blocks.5/fc2/x_autocast_bfloat16",
+		"/blocks/blocks.5/fc3/LayerNormalization_output_0_autocast_bfloat16",
+		"/blocks/blocks.5/fc3/blocks.5.fc3.weight_autocast_bfloat16",
+		"/blocks/blocks.5/ln/MatMul_output_0_autocast_float32",
+	}
+	if !slices.Equal(casts, want) {
+		t.Errorf("casts %q, want %q", casts, want)
+	}
+}
+
 func TestAutocastTypesAndCasts(t *testing.T) {
 	fwd := linearNorm(t)
 	g, st, err := train.ApplyPrecision(fwd, train.AMPBF16)
@@ -86,8 +132,8 @@ func TestAutocastTypesAndCasts(t *testing.T) {
 	if got := names(g, mm.Inputs); strings.Join(got, " ") != "x/autocast_bfloat16 W/autocast_bfloat16" {
 		t.Errorf("mm reads %v", got)
 	}
-	if mm.Colocate == "" || op(t, g, "W/autocast_bfloat16").Colocate != mm.Colocate {
-		t.Errorf("the weight's cast is not colocated with its reader: %q vs %q", op(t, g, "W/autocast_bfloat16").Colocate, mm.Colocate)
+	if mm.Colocate == "" || op(t, g, "W_autocast_bfloat16").Colocate != mm.Colocate {
+		t.Errorf("the weight's cast is not colocated with its reader: %q vs %q", op(t, g, "W_autocast_bfloat16").Colocate, mm.Colocate)
 	}
 	// fwd is untouched.
 	if fwd.Tensors[0].DType != graph.Float32 || len(fwd.Ops) != 4 {
@@ -129,7 +175,7 @@ func TestAutocastTrainingMemory(t *testing.T) {
 	// The MatMul's gradient writes the working copy's gradient in
 	// bfloat16; the cast's gradient turns it into W's float32 gradient,
 	// reading nothing saved.
-	castGrad := op(t, g, "W/autocast_bfloat16/grad")
+	castGrad := op(t, g, "W_autocast_bfloat16/grad")
 	if got := names(g, castGrad.Inputs); len(got) != 1 || !strings.HasPrefix(got[0], "grad/mm/grad/W/autocast_bfloat16") {
 		t.Errorf("the cast's gradient reads %v, want only the incoming gradient", got)
 	}

@@ -16,12 +16,12 @@ import (
 // inspectJSON is the part of inspect's JSON the tests read.
 type inspectJSON struct {
 	Totals struct {
-		Ops             int   `json:"ops"`
-		Params          int64 `json:"params"`
-		ParamBytes      int64 `json:"param_bytes"`
-		MACs            int64 `json:"macs"`
-		FLOPs           int64 `json:"flops"`
-		ActivationBytes int64 `json:"activation_bytes"`
+		Ops             int     `json:"ops"`
+		Params          int64   `json:"params"`
+		ParamBytes      int64   `json:"param_bytes"`
+		MACs            float64 `json:"macs"`
+		FLOPs           float64 `json:"flops"`
+		ActivationBytes int64   `json:"activation_bytes"`
 	} `json:"totals"`
 	Ops []struct {
 		Name    string `json:"name"`
@@ -109,8 +109,8 @@ func TestInspectModels(t *testing.T) {
 			if stderr != "" {
 				t.Errorf("stderr: %s", stderr)
 			}
-			if r.Totals.Params != m.params || r.Totals.MACs != m.macs {
-				t.Errorf("params %d, MACs %d; want %d, %d", r.Totals.Params, r.Totals.MACs, m.params, m.macs)
+			if r.Totals.Params != m.params || r.Totals.MACs != float64(m.macs) {
+				t.Errorf("params %d, MACs %.0f; want %d, %d", r.Totals.Params, r.Totals.MACs, m.params, m.macs)
 			}
 			if len(r.Ops) != m.nodes || r.Totals.Ops != m.nodes {
 				t.Errorf("%d ops (totals.ops %d), want %d", len(r.Ops), r.Totals.Ops, m.nodes)
@@ -133,8 +133,8 @@ func TestInspectModels(t *testing.T) {
 					act += size
 				}
 			}
-			if macs != r.Totals.MACs || act != r.Totals.ActivationBytes {
-				t.Errorf("per-op MACs sum %d, output bytes sum %d; totals %d, %d", macs, act, r.Totals.MACs, r.Totals.ActivationBytes)
+			if float64(macs) != r.Totals.MACs || act != r.Totals.ActivationBytes {
+				t.Errorf("per-op MACs sum %d, output bytes sum %d; totals %.0f, %d", macs, act, r.Totals.MACs, r.Totals.ActivationBytes)
 			}
 			if r.Totals.FLOPs < 2*r.Totals.MACs || r.Totals.ParamBytes < r.Totals.Params {
 				t.Errorf("totals %+v", r.Totals)
@@ -207,8 +207,8 @@ func TestInspectDimFlags(t *testing.T) {
 	}
 	// Another batch scales the MACs linearly (everything is per sample).
 	r8, _ := inspect(t, bert, "--batch", "8")
-	if want := inspectModels[4].macs / 2; r8.Totals.MACs != want {
-		t.Errorf("bert --batch 8: MACs %d, want %d", r8.Totals.MACs, want)
+	if want := inspectModels[4].macs / 2; r8.Totals.MACs != float64(want) {
+		t.Errorf("bert --batch 8: MACs %.0f, want %d", r8.Totals.MACs, want)
 	}
 }
 
@@ -230,10 +230,11 @@ func TestInspectBadInput(t *testing.T) {
 		{"bad loop trips", []string{"inspect", resnet, "--loop-trips", "-3"}, "--loop-trips -3"},
 		{"bad if branch", []string{"inspect", resnet, "--if-branch", "both"}, `--if-branch "both"`},
 		{"no model", []string{"inspect"}, "accepts 1 arg"},
-		// 3e9 tokens through GPT-2 XL: every op fits int64, the sum of their
-		// FLOPs did not (it printed -7886245180909551568 and exited 0).
-		{"work past 2^60", []string{"inspect", filepath.Join(modelDir, "gpt2_xl.onnx"), "--dim", "batch=3000000"},
-			"the graph's FLOPs reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension"},
+		// 1e10 tokens through GPT-2 XL: the output head alone is 1.6e18
+		// FLOPs. (3e9 tokens inspect: their sum, 1.06e19 FLOPs, once
+		// printed -7886245180909551568 and is now summed in float64.)
+		{"work past 2^60", []string{"inspect", filepath.Join(modelDir, "gpt2_xl.onnx"), "--dim", "batch=10000000"},
+			`op "/head/MatMul" (MatMul, output 10000000x1024x50257): its FLOPs reach 2^60 (1.15e18), beyond any op of a real model's step; bind a smaller batch or dimension`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

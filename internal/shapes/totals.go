@@ -6,49 +6,65 @@ import (
 	"github.com/opplace/opplace/graph"
 )
 
-// MaxTotal bounds what one imported forward graph may count, each summed
-// over the whole graph: FLOPs, MACs and the bytes of all its tensors.
-// 2^60 (1.15e18 FLOPs, 1 EiB) is beyond any real step at a batch a
-// cluster can hold (a 70-billion-parameter model's forward pass over a
-// million tokens is 1.4e17 FLOPs), so a graph past it is a batch or
-// dimension bound by mistake; and it leaves int64 room for the training
-// step built from the graph (about three times the forward work) and for
-// every sum computed downstream.
+// MaxTotal bounds what one op or one tensor of an imported forward graph
+// may count: one op's FLOPs or MACs, one tensor's elements or bytes, and
+// the bytes of all the graph's tensors summed. 2^60 (1.15e18) is where
+// these int64 counts come near overflowing: the training step multiplies
+// an op's work by its gradient factor (train refuses past 2^62), and
+// memory is summed per device in int64. It is also beyond any real op or
+// tensor: the largest op of a 145-billion-parameter GPT at a global batch
+// of 2,304 × 2,048 tokens is 6e15 FLOPs, its largest tensor 4e12 bytes,
+// and all its forward tensors together 1e15 bytes. The whole graph's FLOPs
+// are not bounded: a training step of a 100B+ model is 1e18-1e19 FLOPs,
+// and every sum of work is taken in float64 (WorkTotals).
 const MaxTotal = int64(1) << 60
 
-// CheckTotals rejects a graph whose FLOPs, MACs or tensor bytes, summed
-// over the graph, reach MaxTotal, naming the op or tensor at which the
-// sum passes it and its shape. Work of control-flow bodies is counted
-// through the op that runs them, so nested graphs are not walked.
+// CheckTotals rejects a graph with an op whose FLOPs or MACs reach
+// MaxTotal, a tensor whose bytes (so also its element count) reach it, or tensors
+// whose bytes, summed over the graph, reach it, naming the op or tensor
+// and its shape. Work of control-flow bodies is counted through the op
+// that runs them, so nested graphs are not walked.
 func CheckTotals(g *graph.Graph) error {
-	var flops, macs int64
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		w := op.Work
 		if w.FLOPs < 0 || w.MACs < 0 {
 			return fmt.Errorf("op %q (%s) counts negative work (%d FLOPs, %d MACs)", op.Name, op.Type, w.FLOPs, w.MACs)
 		}
-		flops = min(flops+min(w.FLOPs, MaxTotal), MaxTotal)
-		macs = min(macs+min(w.MACs, MaxTotal), MaxTotal)
-		if flops >= MaxTotal || macs >= MaxTotal {
+		if w.FLOPs >= MaxTotal || w.MACs >= MaxTotal {
 			what := "FLOPs"
-			if flops < MaxTotal {
+			if w.FLOPs < MaxTotal {
 				what = "MACs"
 			}
-			return fmt.Errorf("op %q (%s, output %s): the graph's %s reach 2^60 (1.15e18) here, beyond any real model's step; bind a smaller batch or dimension",
+			return fmt.Errorf("op %q (%s, output %s): its %s reach 2^60 (1.15e18), beyond any op of a real model's step; bind a smaller batch or dimension",
 				op.Name, op.Type, outputShapes(g, op), what)
 		}
 	}
 	var bytes int64
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
-		bytes = min(bytes+min(tensorBytes(t), MaxTotal), MaxTotal)
+		if tensorBytes(t) >= MaxTotal { // its bytes bound its element count
+			return fmt.Errorf("tensor %q (%s %s): its size reaches 2^60 bytes (1 EiB), beyond any real model's tensor; bind a smaller batch or dimension",
+				t.Name, t.DType, t.ShapeString())
+		}
+		bytes = min(bytes+tensorBytes(t), MaxTotal)
 		if bytes >= MaxTotal {
-			return fmt.Errorf("tensor %q (%s %s): the graph's tensors reach 2^60 bytes (1 EiB) here, beyond any real model's memory; bind a smaller batch or dimension",
+			return fmt.Errorf("tensor %q (%s %s): the graph's tensors reach 2^60 bytes (1 EiB) here, beyond any cluster's memory; bind a smaller batch or dimension",
 				t.Name, t.DType, t.ShapeString())
 		}
 	}
 	return nil
+}
+
+// WorkTotals sums the FLOPs and MACs of g's ops in float64, which no
+// real graph's step overflows (int64 does past 9.2e18 FLOPs, within reach
+// of a training step of a few hundred billion parameters).
+func WorkTotals(g *graph.Graph) (flops, macs float64) {
+	for i := range g.Ops {
+		flops += float64(g.Ops[i].Work.FLOPs)
+		macs += float64(g.Ops[i].Work.MACs)
+	}
+	return flops, macs
 }
 
 // tensorBytes is t's size without wrapping: MaxTotal when it would pass it.
