@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/pipeline"

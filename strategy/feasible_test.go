@@ -190,7 +190,6 @@ func TestMemoryBoundHoldsForEveryPlan(t *testing.T) {
 	}
 }
 
-
 // TestInfeasibleProofOnlyForTheSpace: a placer's failure, whose bound
 // holds for placements (the whole batch on each op), is not reported as
 // a proof when a plan that splits the batch could fit; where the
