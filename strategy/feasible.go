@@ -90,3 +90,16 @@ func Infeasible(p *Problem, err error) error {
 	}
 	return err
 }
+
+// failed is strategy name's failure err as Evaluate reports it: a memory
+// failure with the space's bound (Infeasible), naming the strategy.
+func failed(p *Problem, name string, err error) error {
+	err = Infeasible(p, err)
+	var inf *placer.InfeasibleError
+	if errors.As(err, &inf) && inf.Strategy == "" {
+		e := *inf
+		e.Strategy = name
+		return &e
+	}
+	return err
+}

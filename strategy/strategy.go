@@ -230,7 +230,7 @@ func (o *Outcome) Objective() float64 { return o.Sim.Step + o.Penalty }
 
 // Evaluate runs a strategy and judges its proposals. A memory failure
 // comes out as an *placer.InfeasibleError with the bound of the whole
-// space (see Infeasible).
+// space (see Infeasible) that names the strategy.
 func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome {
 	o := Outcome{Strategy: name, Family: Family(name)}
 	begin := time.Now()
@@ -240,12 +240,12 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 		o.Notes = append(o.Notes, n.Notes()...)
 	}
 	if err != nil {
-		o.Err = Infeasible(p, err)
+		o.Err = failed(p, name, err)
 		o.Solve = time.Since(begin)
 		return o
 	}
 	o = judge(p, o, props)
-	o.Err = Infeasible(p, o.Err)
+	o.Err = failed(p, name, o.Err)
 	o.Solve = time.Since(begin)
 	return o
 }
