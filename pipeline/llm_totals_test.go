@@ -12,9 +12,6 @@ import (
 	"github.com/opplace/opplace/strategy"
 )
 
-// llmModels holds the shared decoder LLMs (../shared/models/llm/README.md).
-const llmModels = "../../shared/models/llm"
-
 // TestLLMStepTotals imports, trains, fuses, costs and bounds Megatron-LM's
 // 145.6B GPT under bf16 autocast at a global batch of 2,304 (its Table 1
 // row: forward FLOPs 1.4e18, past the 2^60 the import once refused) and

@@ -161,11 +161,13 @@ func (p *Problem) pinned() ([]int, error) {
 // Proved tells the two cases apart that a pre-launch gate must not
 // confuse: the memory bound rules out every plan of every strategy, or
 // the strategies tried found none although the bound allows one (a
-// heuristic got stuck, or a solver's model is stricter than the
-// simulator's).
+// heuristic got stuck, a solver's model is stricter than the
+// simulator's, or the plans that would fit, with deeper gradient
+// accumulation, say, are not in the space searched).
 type InfeasibleError struct {
-	// Need is a lower bound on the memory any placement needs: every
-	// parameter and constant once, plus the largest op's activations.
+	// Need is a lower bound on the memory any plan needs: every
+	// parameter and constant once, plus the most any op's other inputs,
+	// outputs and scratch take (see InfeasibleAt).
 	Need int64
 	// Have is the cluster's total memory.
 	Have int64
@@ -174,9 +176,14 @@ type InfeasibleError struct {
 	LargestOp      string
 	LargestOpBytes int64
 	LargestDevice  int64
+	// At says at what division of the step the bound is taken ("" for
+	// none: the whole batch on whole ops, as placements run it).
+	At string
 	// Proved is set when the bound alone rules out every plan (Need above
 	// Have, or the largest op above the largest device): no strategy can
-	// fit, whatever its search.
+	// fit, whatever its search. A bound taken without a division (At "")
+	// proves it for placements only; the strategy package takes it where
+	// it holds for every plan of the space (strategy.Infeasible).
 	Proved bool
 	// Strategy names the strategy that was asked for and failed; "" when
 	// the error sums up several (auto).
@@ -189,10 +196,17 @@ type InfeasibleError struct {
 }
 
 func (e *InfeasibleError) Error() string {
-	bound := fmt.Sprintf("a plan needs at least %s (parameters once plus the largest op's working set), the cluster has %s in total",
-		cluster.FormatBytes(e.Need), cluster.FormatBytes(e.Have))
-	if e.LargestOpBytes > e.LargestDevice {
+	at := ""
+	if e.At != "" {
+		at = ", " + e.At
+	}
+	bound := fmt.Sprintf("a plan needs at least %s (parameters once plus the largest op's working set%s), the cluster has %s in total",
+		cluster.FormatBytes(e.Need), at, cluster.FormatBytes(e.Have))
+	switch {
+	case e.LargestOpBytes > e.LargestDevice:
 		bound += fmt.Sprintf("; op %q alone needs %s but the largest device holds %s", e.LargestOp, cluster.FormatBytes(e.LargestOpBytes), cluster.FormatBytes(e.LargestDevice))
+	case e.At != "" && e.LargestOp != "":
+		bound += fmt.Sprintf("; there the largest op, %q, needs %s and the largest device holds %s", e.LargestOp, cluster.FormatBytes(e.LargestOpBytes), cluster.FormatBytes(e.LargestDevice))
 	}
 	var msg string
 	switch {
@@ -212,32 +226,10 @@ func (e *InfeasibleError) Error() string {
 	return msg + "; use devices with more memory, more devices, or a smaller batch"
 }
 
-// Infeasible builds the error for problem p with the given detail.
+// Infeasible builds the error for problem p with the given detail, its
+// memory bound that of placements (InfeasibleAt without a division).
 func Infeasible(p *Problem, detail string) *InfeasibleError {
-	g, c := p.Graph, p.Costs.Cluster
-	e := &InfeasibleError{Have: c.TotalMemory(), Detail: detail}
-	for i := range g.Tensors {
-		if g.Tensors[i].Kind.IsResident() && len(g.Tensors[i].Consumers) > 0 {
-			e.Need += g.Tensors[i].Bytes()
-		}
-	}
-	largest := graph.OpID(-1)
-	for i := range g.Ops {
-		ws := p.Costs.WorkingSet(graph.OpID(i))
-		if largest < 0 || ws > e.LargestOpBytes {
-			largest, e.LargestOpBytes = graph.OpID(i), ws
-		}
-	}
-	if largest >= 0 {
-		e.LargestOp = g.Ops[largest].Name
-		// Its resident inputs are already counted among the parameters.
-		e.Need += e.LargestOpBytes - cost.ResidentBytes(g, largest)
-	}
-	for _, d := range c.Devices {
-		e.LargestDevice = max(e.LargestDevice, d.Memory)
-	}
-	e.Proved = e.Need > e.Have || e.LargestOpBytes > e.LargestDevice
-	return e
+	return InfeasibleAt(p, detail, nil)
 }
 
 // deviceClasses groups devices that are interchangeable (same type and

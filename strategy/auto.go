@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/opplace/opplace/internal/progress"
-	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/placer"
 )
 
@@ -264,19 +263,4 @@ func (s seededWith) Notes() []string {
 		return n.Notes()
 	}
 	return nil
-}
-
-// Infeasible turns a partitioner's memory failure into the placement
-// problem's *placer.InfeasibleError, so every strategy's failure reads
-// and exits alike; other errors are returned as they are.
-func Infeasible(p *Problem, err error) error {
-	var pinf *partition.InfeasibleError
-	if errors.As(err, &pinf) {
-		under := ""
-		if pinf.Rules {
-			under = " under the rules"
-		}
-		return placer.Infeasible(p.Problem, fmt.Sprintf("pipeline partitioner %s: no split fits in device memory%s: %s", pinf.Partitioner, under, pinf.Detail))
-	}
-	return err
 }

@@ -96,12 +96,15 @@ type Problem struct {
 	parts *partCache
 	// simulator judges every plan of the problem (nil: sim.Run).
 	simulator *sim.Simulator
+	// finest is the memory bound's division, worked out at the first
+	// asking (nil: each time; see Finest).
+	finest *finestOnce
 }
 
 // NewProblem wraps a placement problem with the step's batch.
 func NewProblem(p *placer.Problem, batch int64) *Problem {
 	return &Problem{Problem: p, Batch: batch, Bound: cost.LowerBound(p.Costs, p.Adj, p.Order), parts: &partCache{}, bounds: &boundFacts{},
-		simulator: sim.New(p.Costs, p.Adj, p.Order)}
+		simulator: sim.New(p.Costs, p.Adj, p.Order), finest: &finestOnce{}}
 }
 
 // Simulate runs the simulator, the judge of every strategy, on a plan of
@@ -224,7 +227,9 @@ type Outcome struct {
 // soft rules' penalty, in seconds.
 func (o *Outcome) Objective() float64 { return o.Sim.Step + o.Penalty }
 
-// Evaluate runs a strategy and judges its proposals.
+// Evaluate runs a strategy and judges its proposals. A memory failure
+// comes out as an *placer.InfeasibleError with the bound of the whole
+// space (see Infeasible) that names the strategy.
 func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome {
 	o := Outcome{Strategy: name, Family: Family(name)}
 	begin := time.Now()
@@ -234,11 +239,12 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 		o.Notes = append(o.Notes, n.Notes()...)
 	}
 	if err != nil {
-		o.Err = err
+		o.Err = failed(p, name, err)
 		o.Solve = time.Since(begin)
 		return o
 	}
 	o = judge(p, o, props)
+	o.Err = failed(p, name, o.Err)
 	o.Solve = time.Since(begin)
 	return o
 }
