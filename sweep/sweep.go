@@ -104,8 +104,8 @@ type Result struct {
 	Points []Point `json:"points"`
 	// Stages and Wall time the sweep; they vary from run to run, so
 	// JSON leaves them out.
-	Stages []StageTime `json:"-"`
-	Wall   time.Duration
+	Stages []StageTime   `json:"-"`
+	Wall   time.Duration `json:"-"`
 }
 
 // inputErr marks an error in the sweep's own input: a type, count or
