@@ -76,7 +76,7 @@ func (ts *Types) Resolve(name string) (string, error) {
 		return t.Name, nil
 	}
 	known := cluster.PresetNames()
-	where := "use a preset (" + strings.Join(known, ", ") + ") or declare it in a cluster file given as the types file"
+	where := "use a preset (" + strings.Join(known, ", ") + ") or declare it under device_types: in a cluster file given as the types file (--types-file)"
 	if ts != nil {
 		declared := make([]string, 0, len(ts.names))
 		for _, n := range ts.names {

@@ -97,7 +97,7 @@ func runSweep(cmd *cobra.Command, model string, f *sweepFlags) error {
 		return err
 	}
 	if !slices.Contains(sweep.Formats(), f.output) {
-		return usageError{fmt.Errorf("-o %q: use %s", f.output, strings.Join(sweep.Formats(), ", "))}
+		return usageError{fmt.Errorf("-o %q: use table, csv or json", f.output)}
 	}
 	if len(f.types) == 0 || len(f.counts) == 0 {
 		return usageError{fmt.Errorf("give the device types and counts to sweep, like --types A100-80GB,T4 --counts 1,2,4,8")}
