@@ -197,9 +197,13 @@ func linkOf(l cluster.Link, between []string) linkDoc {
 // reads back exactly, so generated files say 300GB/s rather than 3e+11B/s.
 func quantity(v float64, parse func(string) (float64, error), units ...any) string {
 	for i := 0; i+1 < len(units); i += 2 {
-		s := strconv.FormatFloat(v/units[i+1].(float64), 'g', -1, 64) + units[i].(string)
-		if back, err := parse(s); err == nil && back == v {
-			return s
+		// 15 digits first: 1e-5 s over 1e-6 is 9.999999999999999, but
+		// "10us" reads back as 1e-5.
+		for _, digits := range []int{15, -1} {
+			s := strconv.FormatFloat(v/units[i+1].(float64), 'g', digits, 64) + units[i].(string)
+			if back, err := parse(s); err == nil && back == v {
+				return s
+			}
 		}
 	}
 	if v == 0 {

@@ -67,6 +67,7 @@ func WriteSVG(w io.Writer, r *Result) error {
 		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", x+28, legendH+10, esc(t))
 		x += 40 + 7*len(t)
 	}
+	fmt.Fprintf(b, `<path d="M%d %dl8 8m0 -8l-8 8" stroke="#444" stroke-width="2"/><text x="%d" y="%d">no plan fits</text>`+"\n", x, legendH+2, x+14, legendH+10)
 	for ri, m := range rows {
 		top := legendH + 16 + ri*panelH
 		for bi, batch := range batches {
@@ -133,7 +134,8 @@ func panel(b *bufio.Writer, r *Result, m metric, title string, types []string, c
 					fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2.5"/>`+"\n", join(path), c)
 				}
 				path = nil
-				x, y := xAt(i), float64(y0+h)
+				// Crosses of several types at one count sit side by side.
+				x, y := xAt(i)+float64(6*ti-3*(len(types)-1)), float64(y0+h)
 				fmt.Fprintf(b, `<path d="M%.1f %.1fl8 8m0 -8l-8 8" stroke="%s" stroke-width="2"><title>%s x%d: %s</title></path>`+"\n",
 					x-4, y-4, c, esc(t), n, esc(p.Reason))
 				continue

@@ -102,6 +102,9 @@ type Result struct {
 	Job    string  `json:"job"`
 	Mode   string  `json:"mode"`
 	Points []Point `json:"points"`
+	// Clusters are the points' clusters, one per type and count, in
+	// sweep order.
+	Clusters []*Generated `json:"-"`
 	// Stages and Wall time the sweep; they vary from run to run, so
 	// JSON leaves them out.
 	Stages []StageTime   `json:"-"`
@@ -157,6 +160,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	clusters := map[string]*Generated{}
+	var gens []*Generated
 	for _, t := range types {
 		for _, c := range opts.Counts {
 			g, err := tmpl.Cluster(t, c, opts.Custom)
@@ -164,6 +168,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				return nil, &pipeline.InputError{Err: err}
 			}
 			clusters[key(t, c)] = g
+			gens = append(gens, g)
 		}
 	}
 	batches := opts.Batches
@@ -171,7 +176,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		batches = []int64{0}
 	}
 	start := time.Now()
-	res := &Result{Model: opts.Model, Job: JobName(opts.Model), Mode: opts.Plan.Mode}
+	res := &Result{Model: opts.Model, Job: JobName(opts.Model), Mode: opts.Plan.Mode, Clusters: gens}
 	if res.Mode == "" {
 		res.Mode = pipeline.ModeTrain
 	}

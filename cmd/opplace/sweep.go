@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -26,6 +28,7 @@ type sweepFlags struct {
 	gavel     string
 	job       string
 	svg       string
+	clusters  string
 	verbose   bool
 	mode      string
 	optimizer string
@@ -81,6 +84,7 @@ where prices are given).`,
 	fl.StringVar(&f.gavel, "gavel", "", "write the throughputs in Gavel's form to this file (JSON: worker type, then \"('JOB (batch size N)', DEVICES)\", then {\"null\": steps/s})")
 	fl.StringVar(&f.job, "job", "", "the job type name in the --gavel file (default: the model file's name without its extension)")
 	fl.StringVar(&f.svg, "svg", "", "write the scaling curves (throughput against device count per type) to this SVG file")
+	fl.StringVar(&f.clusters, "emit-clusters", "", "write each point's cluster file into this directory, as NAME.yaml (8xA100-80GB.yaml): opplace plan --cluster on one gives that point's figures")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each point to stderr as it is planned")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
@@ -106,6 +110,11 @@ func runSweep(cmd *cobra.Command, model string, f *sweepFlags) error {
 		{What: "the types file", Path: f.typesFile}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--gavel", Path: f.gavel}, output.File{What: "--svg", Path: f.svg}); err != nil {
 		return err
+	}
+	if f.clusters != "" {
+		if st, err := os.Stat(f.clusters); err != nil || !st.IsDir() {
+			return usageError{fmt.Errorf("--emit-clusters %s: not a directory; make it first", f.clusters)}
+		}
 	}
 	opts := sweep.Options{Model: model, Types: f.types, Counts: f.counts, Batches: f.batches,
 		Plan: pipeline.Options{Strategy: pipeline.Auto, Import: imp, Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision,
@@ -135,6 +144,11 @@ func runSweep(cmd *cobra.Command, model string, f *sweepFlags) error {
 	}
 	outs := []output.File{{What: "--gavel", Path: f.gavel, Write: func(w io.Writer) error { return sweep.WriteGavel(w, res, f.job) }},
 		{What: "--svg", Path: f.svg, Write: func(w io.Writer) error { return sweep.WriteSVG(w, res) }}}
+	if f.clusters != "" {
+		for _, g := range res.Clusters {
+			outs = append(outs, output.Bytes("--emit-clusters", filepath.Join(f.clusters, g.Name+".yaml"), g.YAML))
+		}
+	}
 	if err := run.Commit(outs...); err != nil {
 		return err
 	}
