@@ -103,19 +103,19 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintln(tw, line+"\t"+dash(p.Reason))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(r.Stages) > 0 {
-		fmt.Fprintf(w, "\n%d points in %.2f s (times vary from run to run):", len(r.Points), r.Wall.Seconds())
-		for _, s := range r.Stages {
-			if s.Duration >= r.Wall/100 {
-				fmt.Fprintf(w, " %s %.2f s,", s.Stage, s.Duration.Seconds())
-			}
+	return tw.Flush()
+}
+
+// WriteTimes writes how long the sweep took and the stages that took
+// 1% of it or more; the times vary from run to run.
+func WriteTimes(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%d points in %.2f s:", len(r.Points), r.Wall.Seconds())
+	for _, s := range r.Stages {
+		if s.Duration >= r.Wall/100 {
+			fmt.Fprintf(w, " %s %.2f s,", s.Stage, s.Duration.Seconds())
 		}
-		fmt.Fprintln(w, " others under 1% each")
 	}
-	return nil
+	fmt.Fprintln(w, " others under 1% each")
 }
 
 func batch(b int64) string {

@@ -85,7 +85,7 @@ where prices are given).`,
 	fl.StringVar(&f.job, "job", "", "the job type name in the --gavel file (default: the model file's name without its extension)")
 	fl.StringVar(&f.svg, "svg", "", "write the scaling curves (throughput against device count per type) to this SVG file")
 	fl.StringVar(&f.clusters, "emit-clusters", "", "write each point's cluster file into this directory, as NAME.yaml (8xA100-80GB.yaml): opplace plan --cluster on one gives that point's figures")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each point to stderr as it is planned")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each point to stderr as it is planned, and the time each stage took")
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -141,6 +141,9 @@ func runSweep(cmd *cobra.Command, model string, f *sweepFlags) error {
 	res, err := sweep.Run(cmd.Context(), opts)
 	if err != nil {
 		return err
+	}
+	if f.verbose {
+		sweep.WriteTimes(stderr, res)
 	}
 	outs := []output.File{{What: "--gavel", Path: f.gavel, Write: func(w io.Writer) error { return sweep.WriteGavel(w, res, f.job) }},
 		{What: "--svg", Path: f.svg, Write: func(w io.Writer) error { return sweep.WriteSVG(w, res) }}}

@@ -85,3 +85,42 @@ func TestSweepMatchesPlan(t *testing.T) {
 		t.Errorf("--svg: %v", err)
 	}
 }
+
+// TestREADMESweepExample runs the README's opplace sweep example and
+// checks the README shows the table it prints.
+func TestREADMESweepExample(t *testing.T) {
+	doc, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "    $ bin/opplace sweep ")
+	if !ok {
+		t.Fatal("README.md has no `$ bin/opplace sweep` example")
+	}
+	lines := strings.Split(section, "\n")
+	var shown []string
+	for _, line := range lines[1:] {
+		if strings.HasPrefix(line, "    $ ") {
+			break
+		}
+		shown = append(shown, strings.TrimPrefix(line, "    "))
+	}
+	args := []string{"sweep"}
+	for _, a := range strings.Fields(lines[0]) {
+		switch {
+		case strings.HasPrefix(a, "testdata/"):
+			a = "../../" + a
+		case a == "throughputs.json":
+			a = filepath.Join(t.TempDir(), a)
+		}
+		args = append(args, a)
+	}
+	code, stdout, stderr := invoke(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := normalise(strings.ReplaceAll(stdout, "../../testdata/", "testdata/"))
+	if want := normalise(strings.Join(shown, "\n")); got != want {
+		t.Errorf("the README's sweep example is out of date; it prints:\n%s", stdout)
+	}
+}
