@@ -39,6 +39,11 @@ const (
 type Options struct {
 	// ModelPath is the model file.
 	ModelPath string
+	// Model, when set, is the model already imported (LoadModel) with
+	// Import's bindings: Run plans it instead of reading ModelPath, which
+	// still names it in messages and in the plan. Run leaves it as it
+	// was, so one import serves many runs (package sweep).
+	Model *Model
 	// ClusterPath is the cluster file; Cluster, if set, is used instead.
 	ClusterPath string
 	Cluster     *cluster.Cluster
@@ -280,12 +285,35 @@ func (r *run) callStage(ctx context.Context, st stage) error {
 }
 
 func importModel(_ context.Context, r *run) error {
+	if r.opts.Model != nil {
+		r.model = shared(r.opts.Model, r.opts.RespectDevices)
+		return nil
+	}
 	m, err := LoadModel(r.opts.ModelPath, r.opts.Import)
 	if err != nil {
 		return err
 	}
 	r.model = m
 	return nil
+}
+
+// shared is a copy of an imported model that the stages may change
+// without changing it: they replace its graph rather than edit it, but
+// for resolvePins, which sets or clears the ops' devices (so a graph
+// whose ops name devices, or whose pins are respected, gets its own op
+// list), and append to its warnings.
+func shared(m *Model, respectDevices bool) *Model {
+	c := *m
+	c.Warnings = slices.Clip(m.Warnings)
+	if respectDevices || slices.ContainsFunc(m.Graph.Ops, func(op graph.Op) bool { return op.Device != "" }) {
+		// The copy shares the name maps, built first so that neither
+		// graph builds them for itself alone.
+		m.Graph.OpByName("")
+		g := *m.Graph
+		g.Ops = slices.Clone(m.Graph.Ops)
+		c.Graph = &g
+	}
+	return &c
 }
 
 // buildTrainingStep replaces the forward graph by one training step's:
@@ -347,7 +375,9 @@ func resolvePins(_ context.Context, r *run) error {
 	g := r.model.Graph
 	if !r.opts.RespectDevices {
 		for i := range g.Ops {
-			g.Ops[i].Device = ""
+			if g.Ops[i].Device != "" {
+				g.Ops[i].Device = ""
+			}
 		}
 		return nil
 	}

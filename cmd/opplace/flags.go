@@ -25,14 +25,22 @@ type dimFlags struct {
 	loopTrips int64
 	ifBranch  string
 
-	flags *pflag.FlagSet // to tell --batch 0 from no --batch
+	flags     *pflag.FlagSet // to tell --batch 0 from no --batch
+	withBatch bool           // --batch is this struct's
 }
 
 func (f *dimFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Int64Var(&f.batch, "batch", 0, "bind the leading dimension of every graph input whose leading dimension is dynamic")
+	f.registerBut(cmd)
+	f.withBatch = true
+}
+
+// registerBut registers every flag but --batch, for a command that takes
+// a list of batch sizes (sweep).
+func (f *dimFlags) registerBut(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	f.flags = fl
 	fl.StringArrayVar(&f.dims, "dim", nil, "bind a symbolic dimension everywhere, NAME=VALUE (repeatable)")
-	fl.Int64Var(&f.batch, "batch", 0, "bind the leading dimension of every graph input whose leading dimension is dynamic")
 	fl.StringArrayVar(&f.shapes, "shape", nil, "set one input's whole shape, INPUT=D0,D1,... (repeatable)")
 	fl.Int64Var(&f.loopTrips, "loop-trips", 0, "iterations assumed for a Loop whose trip count is not a constant (default: count one and warn)")
 	fl.StringVar(&f.ifBranch, "if-branch", onnx.IfMax, "branch an If with a run-time condition is shaped and costed as: then, else or max (the one with more FLOPs)")
@@ -41,7 +49,7 @@ func (f *dimFlags) register(cmd *cobra.Command) {
 // options parses the flags into importer options.
 func (f *dimFlags) options() (onnx.Options, error) {
 	opts := onnx.Options{Batch: f.batch, LoopTrips: f.loopTrips, IfBranch: f.ifBranch, Knobs: flagKnobs{}}
-	if f.batch < 0 || f.batch == 0 && f.flags != nil && f.flags.Changed("batch") {
+	if f.batch < 0 || f.batch == 0 && f.withBatch && f.flags.Changed("batch") {
 		return opts, usageError{fmt.Errorf("--batch %d: must be positive", f.batch)}
 	}
 	if f.loopTrips < 0 {
