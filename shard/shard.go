@@ -81,6 +81,10 @@ type Solution struct {
 	// Notes tell what the search could not do exactly (a program stopped
 	// by its time limit).
 	Notes []string
+	// TokenSplits says whether Options.Tokens offers some op a token
+	// split (it always does when Tokens was set): when it does not, a
+	// solve with Tokens is this one again, and callers skip it.
+	TokenSplits bool
 }
 
 // Solve chooses, for a tensor-parallel group of t devices, how every op of
@@ -109,7 +113,7 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q has a weight whose dimensions divide by %d: %w", g.Name, t, ErrNotApplicable)
 	}
 	regions, blocks, distinct := p.regions()
-	sol := &Solution{Blocks: blocks, Distinct: distinct}
+	sol := &Solution{Blocks: blocks, Distinct: distinct, TokenSplits: opts.Tokens || p.tokenSplits()}
 	solved := map[string][]int{} // signature -> choice per op of vars
 	for _, r := range regions {
 		vars := p.vars(r)
@@ -191,6 +195,20 @@ func newProblem(g *graph.Graph, t int, m Model, tokens bool) *problem {
 		}
 	}
 	return p
+}
+
+// tokenSplits reports whether the token split (Options.Tokens) would give
+// some forward op a strategy it lacks: the only difference the option
+// makes to the programs.
+func (p *problem) tokenSplits() bool {
+	with := p.str
+	with.tokens = true
+	for i := range p.g.Ops {
+		if p.g.Ops[i].Phase == graph.Forward && len(with.strategies(graph.OpID(i))) != len(p.strats[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // applicable reports whether some weight-bearing op can be split.
