@@ -17,6 +17,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/opplace/opplace/graph"
@@ -108,10 +109,12 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 		// one pass instead of after building every op's strategies.
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q reads a weight of known shape: %w", g.Name, ErrNotApplicable)
 	}
-	p := newProblem(g, t, m, opts.Tokens)
-	if !p.applicable() {
+	if str := (strategist{g: g, t: int64(t), batch: g.Batch(), tokens: opts.Tokens}); !str.applicable() {
+		// Said before every op's strategies are built: a costed graph's
+		// ops have shapes (its byte counts) but nothing to split.
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q has a weight whose dimensions divide by %d: %w", g.Name, t, ErrNotApplicable)
 	}
+	p := newProblem(g, t, m, opts.Tokens)
 	regions, blocks, distinct := p.regions()
 	sol := &Solution{Blocks: blocks, Distinct: distinct, TokenSplits: opts.Tokens || p.tokenSplits()}
 	solved := map[string][]int{} // signature -> choice per op of vars
@@ -212,18 +215,16 @@ func (p *problem) tokenSplits() bool {
 }
 
 // applicable reports whether some weight-bearing op can be split.
-func (p *problem) applicable() bool {
-	for i := range p.g.Ops {
-		op := &p.g.Ops[i]
-		if op.Phase != graph.Forward || len(p.strats[i]) < 2 {
+func (s *strategist) applicable() bool {
+	for i := range s.g.Ops {
+		op := &s.g.Ops[i]
+		if op.Phase != graph.Forward {
 			continue
 		}
 		switch op.Type {
 		case "MatMul", "Gemm", "Conv":
-			for _, x := range op.Inputs {
-				if p.str.isWeight(x, 0) {
-					return true
-				}
+			if slices.ContainsFunc(op.Inputs, func(x graph.TensorID) bool { return s.isWeight(x, 0) }) && len(s.strategies(graph.OpID(i))) >= 2 {
+				return true
 			}
 		}
 	}
