@@ -27,14 +27,22 @@ type Fuser struct {
 	// sorted ascending.
 	succ, pred [][]OpID
 	// order is a topological order of the live groups, with tombstones
-	// (-1) where merged groups were; pos is each group's index in it.
+	// (-1) where merged groups were; pos is each group's index in it. A
+	// tombstone stays one, so skip[i] points at or before the first live
+	// index from i on (a union-find over the positions, compressed as it
+	// is read): a scan of the order skips any run of tombstones at once.
 	order []OpID
 	pos   []int32
-	// members lists each live group's ops, ascending; anchors and opaque
-	// count its anchor ops (Conv, MatMul, ...) and its ops no pass may
-	// fuse vertically.
+	skip  []int32
+	// members lists each live group's ops, in no particular order (a
+	// merge appends the smaller list to the larger, so a long chain does
+	// not copy its group once per op); anchors and opaque count its
+	// anchor ops (Conv, MatMul, ...) and its ops no pass may fuse
+	// vertically; keyOp is its smallest op with a Colocate key (NoOp:
+	// none), whose key is the group's.
 	members         [][]OpID
 	anchors, opaque []int32
+	keyOp           []OpID
 	// stamp and gen mark DFS visits without clearing an array per merge.
 	stamp []uint32
 	gen   uint32
@@ -134,12 +142,15 @@ func newFuser(g *Graph, adj *Adjacency, runs *DeviceSets) (*Fuser, error) {
 	f := &Fuser{
 		g: g, groups: NewGrouping(n),
 		succ: make([][]OpID, n), pred: make([][]OpID, n),
-		order: order, pos: make([]int32, n), stamp: make([]uint32, n),
+		order: order, pos: make([]int32, n), skip: make([]int32, n+1), stamp: make([]uint32, n),
 		members: make([][]OpID, n), anchors: make([]int32, n), opaque: make([]int32, n),
-		softKey: map[string]string{},
+		keyOp: make([]OpID, n), softKey: map[string]string{},
 	}
 	for i, op := range order {
 		f.pos[op] = int32(i)
+	}
+	for i := range f.skip {
+		f.skip[i] = int32(i)
 	}
 	if runs != nil && runs.Words > 0 {
 		if len(runs.Bits) != n*runs.Words {
@@ -157,6 +168,10 @@ func newFuser(g *Graph, adj *Adjacency, runs *DeviceSets) (*Fuser, error) {
 		f.succ[i] = slices.Clone(adj.Succs(OpID(i)))
 		f.pred[i] = slices.Clone(adj.Preds(OpID(i)))
 		f.members[i] = []OpID{OpID(i)}
+		f.keyOp[i] = NoOp
+		if g.Ops[i].Colocate != "" {
+			f.keyOp[i] = OpID(i)
+		}
 		if IsAnchorOp(g.Ops[i].Type) {
 			f.anchors[i] = 1
 		}
@@ -193,7 +208,11 @@ func (f *Fuser) Opaque(op OpID) int { return int(f.opaque[f.groups.Find(op)]) }
 
 // Members lists the ops of op's group, ascending. The slice must not be
 // modified and is invalidated by Merge.
-func (f *Fuser) Members(op OpID) []OpID { return f.members[f.groups.Find(op)] }
+func (f *Fuser) Members(op OpID) []OpID {
+	ms := f.members[f.groups.Find(op)]
+	slices.Sort(ms) // kept unordered while merging
+	return ms
+}
 
 // Order is the live groups in a topological order of the quotient graph.
 func (f *Fuser) Order() []OpID {
@@ -254,23 +273,44 @@ func (f *Fuser) softOrNone(key string) bool { return key == "" || IsSoftColocate
 // groupKey is the colocation key of a group: its first member's with a
 // key, since a group may mix soft-keyed ops with unkeyed ones.
 func (f *Fuser) groupKey(r OpID) string {
-	for _, m := range f.members[r] {
-		if k := f.g.Ops[m].Colocate; k != "" {
-			return k
-		}
+	if k := f.keyOp[r]; k != NoOp {
+		return f.g.Ops[k].Colocate
 	}
 	return ""
 }
 
-// key resolves a soft key to the key of the group it was fused into.
+// key resolves a soft key to the key of the group it was fused into,
+// pointing every key on the way straight at it.
 func (f *Fuser) key(k string) string {
+	root := k
 	for {
-		next, ok := f.softKey[k]
-		if !ok || next == k {
-			return k
+		next, ok := f.softKey[root]
+		if !ok || next == root {
+			break
 		}
+		root = next
+	}
+	for k != root {
+		next := f.softKey[k]
+		f.softKey[k] = root
 		k = next
 	}
+	return root
+}
+
+// live is the first index of the order from i on that holds a live
+// group, len(order) if none.
+func (f *Fuser) live(i int32) int32 {
+	for f.skip[i] != i {
+		f.skip[i] = f.skip[f.skip[i]] // path halving
+		i = f.skip[i]
+	}
+	return i
+}
+
+// bury makes index i of the order a tombstone.
+func (f *Fuser) bury(i int32) {
+	f.order[i], f.skip[i] = -1, i+1
 }
 
 // joinKeys records that the soft groups of keys a and b are now one.
@@ -364,14 +404,16 @@ func (f *Fuser) Merge(a, b OpID) bool {
 	// Reorder the window: groups between x and y that x reaches go after
 	// the merged group, the rest before it. No group is both reached from
 	// x and reaching y (that path was just ruled out), so y's
-	// predecessors land before and x's successors after.
+	// predecessors land before and x's successors after. They fill the
+	// window's live indices in turn, x's first; y's, the last, becomes a
+	// tombstone. The scan skips the window's tombstones, so it costs the
+	// live groups between x and y, not the ops fused before.
 	px, py := f.pos[x], f.pos[y]
 	var before, after []OpID
-	for i := px + 1; i < py; i++ {
+	slots := []int32{px}
+	for i := f.live(px + 1); i < py; i = f.live(i + 1) {
 		v := f.order[i]
-		if v < 0 {
-			continue
-		}
+		slots = append(slots, i)
 		if f.stamp[v] == f.gen {
 			after = append(after, v)
 		} else {
@@ -384,20 +426,18 @@ func (f *Fuser) Merge(a, b OpID) bool {
 	if r == x {
 		gone = y
 	}
-	i := px
+	k := 0
 	for _, v := range before {
-		f.order[i], f.pos[v] = v, i
-		i++
+		f.order[slots[k]], f.pos[v] = v, slots[k]
+		k++
 	}
-	f.order[i], f.pos[r] = r, i
-	i++
+	f.order[slots[k]], f.pos[r] = r, slots[k]
+	k++
 	for _, v := range after {
-		f.order[i], f.pos[v] = v, i
-		i++
+		f.order[slots[k]], f.pos[v] = v, slots[k]
+		k++
 	}
-	for ; i <= py; i++ {
-		f.order[i] = -1
-	}
+	f.bury(py)
 
 	// Quotient edges: the union of both groups' edges less the ones
 	// between them, and every neighbour's reference to the vanished
@@ -425,9 +465,16 @@ func (f *Fuser) Merge(a, b OpID) bool {
 	}
 	f.anchors[r] = f.anchors[x] + f.anchors[y]
 	f.opaque[r] = f.opaque[x] + f.opaque[y]
-	m := append(f.members[x], f.members[y]...)
-	slices.Sort(m)
-	f.members[r], f.members[gone] = m, nil
+	big, small := f.members[x], f.members[y]
+	if len(big) < len(small) {
+		big, small = small, big
+	}
+	f.members[r], f.members[gone] = append(big, small...), nil
+	if kx, ky := f.keyOp[x], f.keyOp[y]; kx == NoOp || ky != NoOp && ky < kx {
+		f.keyOp[r] = ky
+	} else {
+		f.keyOp[r] = kx
+	}
 	return true
 }
 

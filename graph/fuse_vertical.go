@@ -55,7 +55,10 @@ func fuseVertical(f *Fuser) int {
 }
 
 // verticalOK checks the fusion rule for producer group p and consumer
-// group c (CanMerge's cycle and constraint checks come after).
+// group c (CanMerge's cycle and constraint checks come after). The
+// tensors between them are found from the smaller group's side (the
+// outputs of p's ops, or the inputs of c's), so growing a long chain one
+// op at a time does not walk the chain once per op.
 func verticalOK(f *Fuser, isOutput []bool, p, c OpID) bool {
 	if f.Opaque(p)+f.Opaque(c) > 0 || f.Anchors(p)+f.Anchors(c) > 1 {
 		return false
@@ -63,30 +66,56 @@ func verticalOK(f *Fuser, isOutput []bool, p, c OpID) bool {
 	g := f.Graph()
 	rp, rc := f.Find(p), f.Find(c)
 	linked := false
-	for _, m := range f.Members(rp) {
+	if len(f.members[rc]) < len(f.members[rp]) {
+		for _, m := range f.members[rc] {
+			for _, t := range g.Ops[m].Inputs {
+				if pr := g.Tensors[t].Producer; pr == NoOp || f.Find(pr) != rp {
+					continue
+				}
+				if !keptInside(f, isOutput, t, rp, rc) {
+					return false
+				}
+				linked = true
+			}
+		}
+		return linked
+	}
+	for _, m := range f.members[rp] {
 		for _, t := range g.Ops[m].Outputs {
-			reads, inside := false, true
+			reads := false
 			for _, u := range g.Tensors[t].Consumers {
-				switch f.Find(u) {
-				case rc:
+				if f.Find(u) == rc {
 					reads = true
-				case rp:
-				default:
-					// A gradient reading the tensor later does not stop the
-					// forward kernel fusing: the tensor is written once for
-					// it (Coarsen keeps it as the kernel's output), as
-					// training runtimes save fused activations.
-					inside = inside && g.Ops[u].Phase == Backward && g.Ops[rp].Phase == Forward
+					break
 				}
 			}
 			if !reads {
 				continue
 			}
-			if !inside || isOutput[t] {
+			if !keptInside(f, isOutput, t, rp, rc) {
 				return false
 			}
 			linked = true
 		}
 	}
 	return linked
+}
+
+// keptInside reports whether tensor t, written by group rp and read by
+// group rc, may stay inside their fused kernel: it is not a graph output
+// and no third group reads it. A gradient reading the tensor later does
+// not stop the forward kernel fusing: the tensor is written once for it
+// (Coarsen keeps it as the kernel's output), as training runtimes save
+// fused activations.
+func keptInside(f *Fuser, isOutput []bool, t TensorID, rp, rc OpID) bool {
+	if isOutput[t] {
+		return false
+	}
+	g := f.Graph()
+	for _, u := range g.Tensors[t].Consumers {
+		if r := f.Find(u); r != rp && r != rc && (g.Ops[u].Phase != Backward || g.Ops[rp].Phase != Forward) {
+			return false
+		}
+	}
+	return true
 }

@@ -17,6 +17,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/opplace/opplace/graph"
@@ -81,6 +82,10 @@ type Solution struct {
 	// Notes tell what the search could not do exactly (a program stopped
 	// by its time limit).
 	Notes []string
+	// TokenSplits says whether Options.Tokens offers some op a token
+	// split (it always does when Tokens was set): when it does not, a
+	// solve with Tokens is this one again, and callers skip it.
+	TokenSplits bool
 }
 
 // Solve chooses, for a tensor-parallel group of t devices, how every op of
@@ -104,12 +109,14 @@ func Solve(g *graph.Graph, t int, m Model, opts Options) (*Solution, error) {
 		// one pass instead of after building every op's strategies.
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q reads a weight of known shape: %w", g.Name, ErrNotApplicable)
 	}
-	p := newProblem(g, t, m, opts.Tokens)
-	if !p.applicable() {
+	if str := (strategist{g: g, t: int64(t), batch: g.Batch(), tokens: opts.Tokens}); !str.applicable() {
+		// Said before every op's strategies are built: a costed graph's
+		// ops have shapes (its byte counts) but nothing to split.
 		return nil, fmt.Errorf("shard: no matmul, Gemm or convolution of %q has a weight whose dimensions divide by %d: %w", g.Name, t, ErrNotApplicable)
 	}
+	p := newProblem(g, t, m, opts.Tokens)
 	regions, blocks, distinct := p.regions()
-	sol := &Solution{Blocks: blocks, Distinct: distinct}
+	sol := &Solution{Blocks: blocks, Distinct: distinct, TokenSplits: opts.Tokens || p.tokenSplits()}
 	solved := map[string][]int{} // signature -> choice per op of vars
 	for _, r := range regions {
 		vars := p.vars(r)
@@ -193,19 +200,31 @@ func newProblem(g *graph.Graph, t int, m Model, tokens bool) *problem {
 	return p
 }
 
-// applicable reports whether some weight-bearing op can be split.
-func (p *problem) applicable() bool {
+// tokenSplits reports whether the token split (Options.Tokens) would give
+// some forward op a strategy it lacks: the only difference the option
+// makes to the programs.
+func (p *problem) tokenSplits() bool {
+	with := p.str
+	with.tokens = true
 	for i := range p.g.Ops {
-		op := &p.g.Ops[i]
-		if op.Phase != graph.Forward || len(p.strats[i]) < 2 {
+		if p.g.Ops[i].Phase == graph.Forward && len(with.strategies(graph.OpID(i))) != len(p.strats[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// applicable reports whether some weight-bearing op can be split.
+func (s *strategist) applicable() bool {
+	for i := range s.g.Ops {
+		op := &s.g.Ops[i]
+		if op.Phase != graph.Forward {
 			continue
 		}
 		switch op.Type {
 		case "MatMul", "Gemm", "Conv":
-			for _, x := range op.Inputs {
-				if p.str.isWeight(x, 0) {
-					return true
-				}
+			if slices.ContainsFunc(op.Inputs, func(x graph.TensorID) bool { return s.isWeight(x, 0) }) && len(s.strategies(graph.OpID(i))) >= 2 {
+				return true
 			}
 		}
 	}

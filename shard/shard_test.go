@@ -393,3 +393,32 @@ func TestTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenSplitsOffered checks Solution.TokenSplits, which tells
+// callers whether a solve with Options.Tokens would be the same program
+// again: it is whether some matmul's rows (a sequence's tokens) divide
+// among the group, whatever Tokens is set to.
+func TestTokenSplitsOffered(t *testing.T) {
+	for _, tc := range []struct {
+		rows   int64 // per sequence
+		tokens bool
+		want   bool
+	}{
+		{8, false, true}, {8, true, true}, {6, false, false}, {6, true, true},
+	} {
+		n, d, h := 2*tc.rows, int64(8), int64(16)
+		g := step(t, newBuilder(t).input("x", 2, tc.rows, d).
+			param("w1", d, h).param("w2", h, d).
+			op("fc1", "MatMul", 2*n*d*h, "h1", []int64{2, tc.rows, h}, "x", "w1").
+			op("relu", "Relu", n*h, "r", []int64{2, tc.rows, h}, "h1").
+			op("fc2", "MatMul", 2*n*h*d, "y", []int64{2, tc.rows, d}, "r", "w2").
+			output("y").g)
+		sol, err := Solve(g, 4, flopModel{g: g, t: 4, bandwidth: 100e9}, Options{Tokens: tc.tokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sol.TokenSplits != tc.want {
+			t.Errorf("%d rows, tokens %v: TokenSplits %v, want %v", tc.rows, tc.tokens, sol.TokenSplits, tc.want)
+		}
+	}
+}

@@ -104,6 +104,9 @@ type TensorSolution struct {
 	// Blocks and Distinct are the repeated blocks the search found and
 	// how many distinct ones it solved.
 	Blocks, Distinct int
+	// TokenSplits says whether token splits were on offer
+	// (shard.Solution.TokenSplits).
+	TokenSplits bool
 }
 
 // Propose splits the graph for groups of t = 2, 4 ... devices of one
@@ -150,14 +153,18 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 		// which of the two steps is faster once replicas and pipeline
 		// stages are around the group (see shard.Options.Tokens).
 		var plain []string
+		offered := true
 		for _, tokens := range []bool{false, true} {
+			if tokens && !offered {
+				break // no op has a token split: the same program again
+			}
 			sol, split, err := s.solve(p, j.groups[0], j.t, tokens)
 			if err == nil && tokens && slices.Equal(sol.Choice, plain) {
 				continue // no token split chosen: the same plans again
 			}
 			if err == nil {
 				if !tokens {
-					plain = sol.Choice
+					plain, offered = sol.Choice, sol.TokenSplits
 				}
 				var props []Proposal
 				props, err = s.proposeGroups(ctx, p, j.groups, j.t, sol, split)
@@ -234,7 +241,7 @@ func (s tensorParallel) solve(p *Problem, group []int, t int, tokens bool) (*Ten
 	if err != nil {
 		return nil, nil, err
 	}
-	sol := &TensorSolution{Split: res.Split, Choice: res.Choice, Blocks: res.Blocks, Distinct: res.Distinct}
+	sol := &TensorSolution{Split: res.Split, Choice: res.Choice, Blocks: res.Blocks, Distinct: res.Distinct, TokenSplits: res.TokenSplits}
 	if p.Fine == nil {
 		return sol, res.Split, nil
 	}

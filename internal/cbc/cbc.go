@@ -10,6 +10,7 @@ package cbc
 // #cgo pkg-config: cbc
 // #include <stdlib.h>
 // #include <coin/Cbc_C_Interface.h>
+// #include <coin/Clp_C_Interface.h>
 import "C"
 
 import (
@@ -48,6 +49,13 @@ type Problem struct {
 	// NoCuts turns Cbc's cut generators off: weaker bounds, but a root
 	// node that costs one LP instead of seconds on big-M models.
 	NoCuts bool
+	// RelaxFirst solves the linear relaxation first (Clp's dual simplex,
+	// under MaxSeconds): when its optimum is integral it is the
+	// program's, returned as Optimal without Cbc's cuts, heuristics and
+	// search, which cost several times the LP on programs whose
+	// relaxation is tight (shard's, about 4 s instead of 0.7 s on
+	// DenseNet-121's). Otherwise Cbc solves the program as without it.
+	RelaxFirst bool
 }
 
 // Entry is one nonzero of a column.
@@ -165,6 +173,11 @@ func solveHere(p *Problem) (*Solution, error) {
 		defer C.free(unsafe.Pointer(ptr))
 	}
 
+	if p.RelaxFirst {
+		if sol := relaxed(p, start, index, value, collb, colub, obj, rowlb, rowub); sol != nil {
+			return sol, nil
+		}
+	}
 	m := C.Cbc_newModel()
 	defer C.Cbc_deleteModel(m)
 	C.Cbc_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(start)), index, value, collb, colub, obj, rowlb, rowub)
@@ -236,6 +249,44 @@ func solveHere(p *Problem) (*Solution, error) {
 		sol.Bound = sol.Objective
 	}
 	return sol, nil
+}
+
+// integral is the distance from a whole number within which a relaxed
+// solution's integer column counts as whole (Cbc's integer tolerance).
+const integral = 1e-6
+
+// relaxed solves p's linear relaxation, given in C arrays as solveHere
+// made them, and returns its optimum when every integer column is
+// integral there: nil when it is not, or when the LP did not reach a
+// proven optimum (time limit, numerical trouble).
+func relaxed(p *Problem, start, index *C.int, value, collb, colub, obj, rowlb, rowub *C.double) *Solution {
+	nc, nr := len(p.Cols), len(p.RowLower)
+	m := C.Clp_newModel()
+	defer C.Clp_deleteModel(m)
+	C.Clp_setLogLevel(m, 0)
+	C.Clp_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(start)), index, value, collb, colub, obj, rowlb, rowub)
+	if p.MaxSeconds > 0 {
+		C.Clp_setMaximumSeconds(m, C.double(p.MaxSeconds))
+	}
+	C.Clp_dual(m, 0)
+	if C.Clp_isProvenOptimal(m) == 0 {
+		return nil
+	}
+	x := C.Clp_getColSolution(m)
+	if x == nil {
+		return nil
+	}
+	for _, j := range p.Integer {
+		if v := getDouble(x, j); math.Abs(v-math.Round(v)) > integral {
+			return nil
+		}
+	}
+	sol := &Solution{Status: Optimal, X: make([]float64, nc), Objective: float64(C.Clp_objectiveValue(m))}
+	for j := range sol.X {
+		sol.X[j] = getDouble(x, j)
+	}
+	sol.Bound = sol.Objective
+	return sol
 }
 
 func param(m unsafe.Pointer, name, value string) {

@@ -92,3 +92,58 @@ func TestOverrun(t *testing.T) {
 		t.Fatalf("got %+v, want a stopped solve with no solution", sol)
 	}
 }
+
+// TestRelaxFirst solves with RelaxFirst a program whose relaxation is
+// integral (an assignment: the LP's optimum is the program's) and one
+// whose relaxation is not (the knapsack of TestKnapsack, whose LP takes
+// a fraction of item 2): both must come back optimal with the integer
+// optimum.
+func TestRelaxFirst(t *testing.T) {
+	// Assign 3 workers to 3 jobs, cost[w][j]; the optimum is w0-j1,
+	// w1-j0, w2-j2 at 2+3+1 = 6.
+	cost := [3][3]float64{{4, 2, 8}, {3, 7, 5}, {9, 6, 1}}
+	assign := &Problem{RelaxFirst: true, MaxSeconds: 10}
+	for w := range 3 {
+		for j := range 3 {
+			assign.Cols = append(assign.Cols, []Entry{{w, 1}, {3 + j, 1}})
+			assign.ColLower = append(assign.ColLower, 0)
+			assign.ColUpper = append(assign.ColUpper, 1)
+			assign.Obj = append(assign.Obj, cost[w][j])
+			assign.Integer = append(assign.Integer, len(assign.Integer))
+		}
+	}
+	for range 6 {
+		assign.RowLower = append(assign.RowLower, 1)
+		assign.RowUpper = append(assign.RowUpper, 1)
+	}
+	knap := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{5}, MaxSeconds: 10, RelaxFirst: true}
+	for j, w := range []float64{2, 3, 4, 5} {
+		knap.Cols = append(knap.Cols, []Entry{{0, w}})
+		knap.ColLower = append(knap.ColLower, 0)
+		knap.ColUpper = append(knap.ColUpper, 1)
+		knap.Obj = append(knap.Obj, -[]float64{3, 4, 5, 6}[j])
+		knap.Integer = append(knap.Integer, j)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *Problem
+		obj  float64
+		x    []float64
+	}{
+		{"assignment", assign, 6, []float64{0, 1, 0, 1, 0, 0, 0, 0, 1}},
+		{"knapsack", knap, -7, []float64{1, 1, 0, 0}},
+	} {
+		sol, err := Solve(tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sol.Status != Optimal || math.Abs(sol.Objective-tc.obj) > 1e-9 {
+			t.Fatalf("%s: got %v at %g, want optimal at %g", tc.name, sol.Status, sol.Objective, tc.obj)
+		}
+		for j := range tc.x {
+			if math.Abs(sol.X[j]-tc.x[j]) > 1e-6 {
+				t.Fatalf("%s: x = %v, want %v", tc.name, sol.X, tc.x)
+			}
+		}
+	}
+}
