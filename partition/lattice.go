@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -233,10 +234,35 @@ func newLattice(u *units, m *model) *lattice {
 	}
 }
 
+// reserve makes room for n ideals in all, so extend does not copy the
+// sums as they grow.
+func (l *lattice) reserve(n int) {
+	nc, na, nj := l.nc, len(l.m.apartRule), len(l.m.creditOf)
+	grow := func(k int) int { return max(0, k*n) }
+	l.fwd = slices.Grow(l.fwd, grow(nc))
+	l.bwd = slices.Grow(l.bwd, grow(nc))
+	l.upd = slices.Grow(l.upd, grow(nc))
+	l.fwdL = slices.Grow(l.fwdL, grow(nc))
+	l.bwdL = slices.Grow(l.bwdL, grow(nc))
+	l.banned = slices.Grow(l.banned, grow(nc))
+	l.apart = slices.Grow(l.apart, grow(na))
+	l.credit = slices.Grow(l.credit, grow(nj))
+	l.fast = slices.Grow(l.fast, n)
+	l.launch = slices.Grow(l.launch, n)
+	l.params = slices.Grow(l.params, n)
+	l.grads = slices.Grow(l.grads, n)
+	l.stash = slices.Grow(l.stash, n)
+	l.cut = slices.Grow(l.cut, n)
+	l.size = slices.Grow(l.size, n)
+	l.parent = slices.Grow(l.parent, n)
+	l.added = slices.Grow(l.added, n)
+}
+
 // chainLattice is the prefixes of the unit order 0..n-1 (a topological
 // order): PipeDream's search space.
 func chainLattice(u *units, m *model) *lattice {
 	l := newLattice(u, m)
+	l.reserve(u.n + 1)
 	for v := int32(0); v < int32(u.n); v++ {
 		size := v + 1
 		l.extend(u, m, v, v, func(x int32) bool { return x < size })
@@ -295,6 +321,22 @@ func idealLatticeBy(u *units, m *model, max int, deadline time.Time) (*lattice, 
 	if w := widestLevel(u); w >= 62 || 1<<w > max {
 		return nil, errTooManyIdeals
 	}
+	// Every prefix of a topological order is a downset: n units have at
+	// least n+1 of them (a chain exactly that many).
+	if u.n >= max {
+		return nil, errTooManyIdeals
+	}
+	if chainOrdered(u) {
+		// The downsets are the prefixes of the unit order: no bit sets
+		// (on a chain of n units they would take n²/8 bytes).
+		return chainLattice(u, m), nil
+	}
+	return enumerateIdeals(u, m, max, deadline)
+}
+
+// enumerateIdeals is idealLatticeBy's breadth-first enumeration, each
+// downset a bit set over the units.
+func enumerateIdeals(u *units, m *model, max int, deadline time.Time) (*lattice, error) {
 	l := newLattice(u, m)
 	l.words = (u.n + 63) / 64
 	l.bits = make([]uint64, l.words)
@@ -377,6 +419,23 @@ func idealLatticeBy(u *units, m *model, max int, deadline time.Time) (*lattice, 
 		l.buildTempMax()
 	}
 	return l, nil
+}
+
+// chainOrdered reports whether the units form one chain in their own
+// numbering: each unit reads the one before it and none after it, so the
+// downsets are exactly the prefixes 0..v.
+func chainOrdered(u *units) bool {
+	for v := 1; v < u.n; v++ {
+		if !slices.Contains(u.pred[v], int32(v-1)) {
+			return false
+		}
+		for _, p := range u.pred[v] {
+			if int(p) >= v {
+				return false
+			}
+		}
+	}
+	return u.n > 0 && len(u.pred[0]) == 0
 }
 
 // widestLevel is the most units of one depth in the unit DAG.

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/opplace/opplace/cost"
@@ -159,6 +160,21 @@ type Problem struct {
 	// modules are the ModuleKeys the units follow; nil when stages may
 	// cut between any ops.
 	modules []string
+	// keys are the module keys report names stages by: modules, or
+	// ModuleKeys of the graph, computed once.
+	keysOnce sync.Once
+	keys     []string
+}
+
+// stageKeys are the module keys the stages of a plan are named by.
+func (p *Problem) stageKeys() []string {
+	p.keysOnce.Do(func() {
+		p.keys = p.modules
+		if p.keys == nil {
+			p.keys = ModuleKeys(p.Graph)
+		}
+	})
+	return p.keys
 }
 
 // NewProblem groups costs.Graph into units and prepares the cost model.

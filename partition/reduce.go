@@ -78,10 +78,22 @@ func reduce(u *units, m *model, eps float64) *reduction {
 	members := make([][]int32, u.n)
 	preds := make([][]int32, u.n)
 	succs := make([][]int32, u.n)
+	// One backing array each, every unit's window capped at its length,
+	// so growing one copies it out and shrinking stays in its window.
+	ne := 0
 	for v := range u.n {
-		members[v] = []int32{int32(v)}
-		preds[v] = slices.Clone(u.pred[v])
-		succs[v] = slices.Clone(u.succ[v])
+		ne += len(u.pred[v])
+	}
+	self, flatP, flatS := make([]int32, u.n), make([]int32, 0, ne), make([]int32, 0, ne)
+	for v := range u.n {
+		self[v] = int32(v)
+		members[v] = self[v : v+1 : v+1]
+		i := len(flatP)
+		flatP = append(flatP, u.pred[v]...)
+		preds[v] = flatP[i:len(flatP):len(flatP)]
+		i = len(flatS)
+		flatS = append(flatS, u.succ[v]...)
+		succs[v] = flatS[i:len(flatS):len(flatS)]
 	}
 	// Weightless sources (constants: no predecessor, no time on any
 	// class, no parameters or scratch) are ignored as predecessors: any
@@ -229,6 +241,8 @@ func reduce(u *units, m *model, eps float64) *reduction {
 	}
 	*r.relaxU = *ru
 	ru.outT, ru.inT = make([][]int32, ru.n), make([][]int32, ru.n)
+	ru.tensors = make([]crossTensor, 0, len(u.tensors))
+	r.relaxU.tensors = make([]crossTensor, 0, len(u.tensors))
 	for ti, t := range u.tensors {
 		p := r.group[t.producer]
 		var cons []int32

@@ -119,7 +119,6 @@ func (p *Problem) report(name string, s *solution) *Plan {
 	costs := make([]stageCost, S)
 	temps := make([]int64, S)
 	sm := newSums(l.nc)
-	keys := p.modules
 	for i, x := range s.stages {
 		l.sums(sm, x.from, x.to)
 		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
@@ -134,25 +133,39 @@ func (p *Problem) report(name string, s *solution) *Plan {
 			st.Devices = append(st.Devices, p.Costs.Cluster.Devices[d].Name)
 			st.DeviceIndex = append(st.DeviceIndex, d)
 		}
-		var fwd, all []graph.OpID
-		for _, v := range l.stageUnits(x.from, x.to) {
+		units := l.stageUnits(x.from, x.to)
+		nops := 0
+		for _, v := range units {
+			nops += len(u.ops[v])
+		}
+		st.Ops = make([]string, 0, nops)
+		all := make([]graph.OpID, 0, nops)
+		for _, v := range units {
 			temps[i] = max(temps[i], m.temp[v])
 			for _, op := range u.ops[v] {
 				pl.OpStage[op] = i
 				st.Ops = append(st.Ops, g.Ops[op].Name)
 				all = append(all, op)
+			}
+		}
+		// The stage's forward ops name it, or all its ops when it has
+		// none.
+		nfwd := 0
+		for _, op := range all {
+			if g.Ops[op].Phase == graph.Forward {
+				nfwd++
+			}
+		}
+		fwd := all
+		if nfwd > 0 && nfwd < len(all) {
+			fwd = make([]graph.OpID, 0, nfwd)
+			for _, op := range all {
 				if g.Ops[op].Phase == graph.Forward {
 					fwd = append(fwd, op)
 				}
 			}
 		}
-		if len(fwd) == 0 {
-			fwd = all
-		}
-		if keys == nil {
-			keys = ModuleKeys(g)
-		}
-		sp := StageSplit(g, fwd, keys)
+		sp := StageSplit(g, fwd, p.stageKeys())
 		st.FirstOp, st.LastOp, st.ModulePrefix, st.FirstModule, st.LastModule = sp.FirstOp, sp.LastOp, sp.ModulePrefix, sp.FirstModule, sp.LastModule
 		pl.BottleneckMs = max(pl.BottleneckMs, ms(sc.time))
 		pl.Stages = append(pl.Stages, st)

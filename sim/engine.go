@@ -121,7 +121,7 @@ func newState(t *cost.Table, f *facts, p *Plan, opStage []int, stages []Stage) *
 	}
 	s.gradBuffers()
 	s.numberTasks()
-	s.memory = newMemory(len(s.taskOp), len(s.instT), nd)
+	s.memory = newMemory(len(s.instT), nd)
 	s.setTensorSyncs(p.Split)
 	s.schedule(p.Schedule)
 	s.events = minheap.New(eventBefore)
@@ -339,6 +339,7 @@ func (s *state) run() error {
 	s.startTouched(0)
 	for s.events.Len() > 0 {
 		now := s.events.Peek().time
+		s.clock = now
 		for s.events.Len() > 0 && s.events.Peek().time == now {
 			e := s.events.Pop()
 			switch e.kind {

@@ -13,7 +13,7 @@ import (
 // figures of the devices that mirror another.
 func (s *state) finish() {
 	res := s.res
-	s.replayMemory()
+	s.finishMemory()
 	slices.SortStableFunc(res.Transfers, func(a, b Transfer) int {
 		if c := compareTimes(a.Start, b.Start); c != 0 {
 			return c

@@ -222,6 +222,7 @@ func (sm *Simulator) Run(p *Plan) (*Result, error) {
 		// by task come out in the documented order.
 		s.res.Runs = make([]OpRun, len(s.taskOp))
 		s.res.Memory = make([][]MemorySample, nd)
+		s.samples = make([][]MemorySample, nd)
 	}
 	if err := s.run(); err != nil {
 		return nil, err

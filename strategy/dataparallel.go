@@ -51,7 +51,7 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 				why.batch(r)
 				continue
 			}
-			for _, z := range dp.levels {
+			for _, z := range levelsFor(p, dp.levels) {
 				for m := 1; m <= 8; m *= 2 {
 					if p.Batch > 0 && int64(r*m) > p.Batch {
 						break

@@ -76,7 +76,7 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 		}
 		return nil, why.err("dp+"+h.placer, p.Costs, p.Batch, "no device class has 4 or more devices")
 	}
-	return recomputeVariants(p, shardedVariants(out, h.levels), h.recompute, p.Simulate), nil
+	return recomputeVariants(p, shardedVariants(out, levelsFor(p, h.levels)), h.recompute, p.Simulate), nil
 }
 
 // placeOn runs the placer on the sub-cluster of devs and maps its

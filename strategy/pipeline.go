@@ -233,6 +233,11 @@ func (s pipelined) partitionCuts(ctx context.Context, p *Problem, scale float64,
 		return nil, err
 	}
 	if !opts.OpCuts && !prob.ModuleAligned() {
+		// No modules to cut between: the problem is the one cutting
+		// between any ops, which need not be built again.
+		free := opts
+		free.OpCuts = true
+		p.parts.add(partKey{free, scale}, prob)
 		return nil, nil
 	}
 	return part.Partition(ctx, prob)
@@ -309,6 +314,22 @@ func samePlan(a, b *sim.Plan) bool {
 	return true
 }
 
+// add keeps prob under k unless a problem is kept there already.
+func (c *partCache) add(k partKey, prob *partition.Problem) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.probs[k]; ok {
+		return
+	}
+	if c.probs == nil {
+		c.probs = map[partKey]*partition.Problem{}
+	}
+	c.probs[k] = prob
+}
+
 func (c *partCache) get(k partKey, build func() (*partition.Problem, error)) (*partition.Problem, error) {
 	if c == nil {
 		return build()
@@ -345,7 +366,7 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 		}
 	}
 	// Replicated stages also at each ZeRO level.
-	out = shardedVariants(out, s.levels)
+	out = shardedVariants(out, levelsFor(p, s.levels))
 	if s.opts.Recompute {
 		// The partitioner modelled recomputing stages: its estimate holds.
 		for i := range out {

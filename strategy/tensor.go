@@ -225,7 +225,7 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 			}
 		}
 	}
-	return recomputeVariants(p, shardedVariants(out, s.levels), s.recompute, p.Simulate), nil
+	return recomputeVariants(p, shardedVariants(out, levelsFor(p, s.levels)), s.recompute, p.Simulate), nil
 }
 
 // solve splits the graph's ops for a group, on the original graph when

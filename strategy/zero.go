@@ -33,6 +33,17 @@ func (c Config) levels(def ...sim.Sharding) []sim.Sharding {
 	return []sim.Sharding{z}
 }
 
+// levelsFor is levels as offered on p's graph: a forward pass has no
+// gradients or optimizer state to shard, so every level runs as plain
+// DDP and only the first (plain DDP, by default) is offered rather than
+// simulating the same plan once per level.
+func levelsFor(p *Problem, levels []sim.Sharding) []sim.Sharding {
+	if len(levels) > 1 && !training(p.Graph) {
+		return levels[:1]
+	}
+	return levels
+}
+
 // withSharding is a copy of pl whose replicated stages shard at level
 // z, or nil when it has no replicated stage (the copy would be pl).
 func withSharding(pl *sim.Plan, z sim.Sharding) *sim.Plan {
