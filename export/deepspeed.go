@@ -45,6 +45,14 @@ type deepSpeedSpec struct {
 	// gradient_accumulation_steps.
 	MicroBatches int    `json:"micro_batches"`
 	Schedule     string `json:"schedule"`
+	// TrainBatchSize is the step's batch (DeepSpeed's train_batch_size)
+	// and TrainMicroBatchSizePerGPU the samples each data-parallel rank
+	// runs per micro-batch (its train_micro_batch_size_per_gpu):
+	// TrainBatchSize = TrainMicroBatchSizePerGPU × MicroBatches × the
+	// stages' replicas. Absent when the batch is unknown, and the second
+	// when stages run different sizes (Stages say each).
+	TrainBatchSize            int64 `json:"train_batch_size,omitempty"`
+	TrainMicroBatchSizePerGPU int64 `json:"train_micro_batch_size_per_gpu,omitempty"`
 	// TensorParallel is the plan's tensor-parallel degree (Megatron-LM's
 	// --tensor-model-parallel-size for each stage), 0 for none; each op's
 	// split is in the plan's ops[].shard.
@@ -65,6 +73,8 @@ type deepSpeedStage struct {
 	Layers      [2]int   `json:"layers"`
 	Devices     []string `json:"devices"`
 	Replicas    int      `json:"replicas"`
+	// MicroBatchSize is the samples each replica runs per micro-batch.
+	MicroBatchSize int64 `json:"micro_batch_size,omitempty"`
 	// Recompute is set when the stage recomputes activations, each layer
 	// checkpointed.
 	Recompute bool `json:"recompute,omitempty"`
@@ -94,8 +104,14 @@ func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
 		reps := max(st.Replicas, 1)
 		spec.Stages = append(spec.Stages, deepSpeedStage{
 			Index: st.Index, FirstModule: c.Layers[a].FQN, LastModule: c.Layers[b-1].FQN,
-			Layers: [2]int{a, b}, Devices: st.Devices, Replicas: reps, Recompute: st.Recompute,
+			Layers: [2]int{a, b}, Devices: st.Devices, Replicas: reps, MicroBatchSize: st.MicroBatchSize, Recompute: st.Recompute,
 		})
+	}
+	if p.Batch > 0 {
+		spec.TrainBatchSize = p.Batch
+		if len(c.Stages) > 0 && !slices.ContainsFunc(c.Stages, func(st plan.Stage) bool { return st.MicroBatchSize != c.Stages[0].MicroBatchSize }) {
+			spec.TrainMicroBatchSizePerGPU = c.Stages[0].MicroBatchSize
+		}
 	}
 	if len(c.Stages) > 0 && !slices.ContainsFunc(c.Stages, func(st plan.Stage) bool { return !st.Recompute }) {
 		spec.ActivationCheckpointInterval = 1

@@ -179,6 +179,22 @@ func TestExportSmallPlan(t *testing.T) {
 		t.Errorf("every stage recomputing:\n%s", ds)
 	}
 	p.Stages[0].Recompute, p.Stages[1].Recompute = false, false
+	// The batch: DeepSpeed's train_batch_size and, when the stages agree,
+	// train_micro_batch_size_per_gpu; each stage's size in any case.
+	if spec.TrainBatchSize != 0 || spec.TrainMicroBatchSizePerGPU != 0 {
+		t.Errorf("batch unknown, yet:\n%s", ds)
+	}
+	p.Batch, p.Stages[0].MicroBatchSize, p.Stages[1].MicroBatchSize = 32, 8, 8
+	spec = deepSpeedSpec{}
+	if ds, _ = Render("deepspeed", p, Options{}); json.Unmarshal(ds, &spec) != nil || spec.TrainBatchSize != 32 || spec.TrainMicroBatchSizePerGPU != 8 || spec.Stages[1].MicroBatchSize != 8 {
+		t.Errorf("batch 32 in 4 micro-batches of 8:\n%s", ds)
+	}
+	p.Stages[1].MicroBatchSize = 4
+	spec = deepSpeedSpec{}
+	if ds, _ = Render("deepspeed", p, Options{}); json.Unmarshal(ds, &spec) != nil || spec.TrainMicroBatchSizePerGPU != 0 || spec.Stages[1].MicroBatchSize != 4 {
+		t.Errorf("stages of different micro-batch sizes:\n%s", ds)
+	}
+	p.Batch, p.Stages[0].MicroBatchSize, p.Stages[1].MicroBatchSize = 0, 0, 0
 	tfm, err := Render("tf-device-map", p, Options{})
 	if err != nil {
 		t.Fatal(err)

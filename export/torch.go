@@ -59,6 +59,9 @@ func (torchPipelining) Export(w io.Writer, p *plan.Plan, o Options) error {
 		if st.Replicas > 1 {
 			rep = fmt.Sprintf(", %d replicas", st.Replicas)
 		}
+		if st.MicroBatchSize > 0 {
+			rep += fmt.Sprintf(", %s per replica per micro-batch", plan.Count(int(st.MicroBatchSize), "sample", "samples"))
+		}
 		if st.TensorParallel > 1 {
 			rep += fmt.Sprintf(", tensor-parallel groups of %d (ops[].shard in the plan says each op's split)", st.TensorParallel)
 		}

@@ -431,6 +431,9 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 					launchK += s.bwdL[src]
 				}
 				for r := 1; r <= min(cnt, maxTotal); r++ {
+					if !p.Options.splits(M, r) {
+						continue
+					}
 					if fastS/(float64(r)*fM)+launchS > bound || compK/(float64(r)*fM)+launchK > bound*(1+1e-9) {
 						continue
 					}
@@ -701,7 +704,7 @@ func evaluate(p *Problem, l *lattice, M int, st []solStage) float64 {
 	var val float64
 	for i, x := range st {
 		l.sums(s, x.from, x.to)
-		if !s.ok[x.class] || s.mixed {
+		if !s.ok[x.class] || s.mixed || !p.Options.splits(M, x.r) {
 			return math.Inf(1)
 		}
 		sc := m.stage(s, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)

@@ -63,6 +63,12 @@ type Options struct {
 	// the batch size when that is smaller, so a micro-batch keeps at least
 	// one sample.
 	MaxMicroBatches int
+	// Batch is the samples one step processes, when known (0: unknown).
+	// Runtimes give every replica of a stage the same whole number of
+	// samples per micro-batch, so with a batch only splits where M ×
+	// replicas divides it, for every stage, are searched, and only
+	// micro-batch counts that divide it are tried.
+	Batch int64
 	// MaxIdeals bounds how many downsets "exact" enumerates before it
 	// falls back to "pipedream"; 0 means 200,000.
 	MaxIdeals int
@@ -142,6 +148,12 @@ func (o Options) validate() error {
 	}
 	if o.MicroBatches < 0 {
 		return fmt.Errorf("micro-batches must be positive or 0 for auto, got %d", o.MicroBatches)
+	}
+	if o.Batch < 0 {
+		return fmt.Errorf("the batch must be positive or 0 for unknown, got %d", o.Batch)
+	}
+	if o.Batch > 0 && o.MicroBatches > 0 && o.Batch%int64(o.MicroBatches) != 0 {
+		return fmt.Errorf("%d micro-batches do not split the batch of %d into whole samples; give a count that divides it", o.MicroBatches, o.Batch)
 	}
 	return nil
 }
@@ -300,11 +312,35 @@ func (p *Problem) microBatchCandidates() []int {
 	if p.Options.MicroBatches > 0 {
 		return []int{p.Options.MicroBatches}
 	}
+	return MicroBatchCounts(p.Options.Batch, p.Options.MaxMicroBatches)
+}
+
+// MicroBatchCounts are the micro-batch counts a search tries for a batch
+// of the given samples (0: unknown), up to max: the powers of two for an
+// unknown batch; for a known one, the divisors of the batch each at
+// least twice the one before (1, 2, 4 … for a power of two; 1, 2, 4, 8,
+// 28, 56 for 56), so every count splits the batch into whole samples and
+// the ladder is about as long as the powers of two.
+func MicroBatchCounts(batch int64, max int) []int {
 	var ms []int
-	for m := 1; m <= p.Options.MaxMicroBatches; m *= 2 {
-		ms = append(ms, m)
+	if batch <= 0 {
+		for m := 1; m <= max; m *= 2 {
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	for m := int64(1); m <= batch && m <= int64(max); m++ {
+		if batch%m == 0 && (len(ms) == 0 || m >= 2*int64(ms[len(ms)-1])) {
+			ms = append(ms, int(m))
+		}
 	}
 	return ms
+}
+
+// splits reports whether M micro-batches over r replicas give each
+// replica a whole number of samples (always, when the batch is unknown).
+func (o *Options) splits(M, r int) bool {
+	return o.Batch <= 0 || o.Batch%(int64(M)*int64(r)) == 0
 }
 
 // bestOverM runs solve for each candidate M and keeps the plan with the

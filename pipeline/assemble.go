@@ -372,6 +372,7 @@ func addStages(r *run, pp *partition.Plan) {
 			}
 		}
 		st.DeviceType = strings.Join(types, ",")
+		st.MicroBatchSize = strategy.MicroBatchSize(r.problem.Batch, M, len(reps))
 		fm := float64(M)
 		if stages[i].Tensor > 1 {
 			st.TensorParallel, st.TensorSyncMS, st.TensorSyncBytes = stages[i].Tensor, plan.MS(sr.TensorSync/fm), sr.TensorSyncBytes/int64(M)

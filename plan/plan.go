@@ -224,6 +224,11 @@ type Stage struct {
 	Devices        []string   `json:"devices" yaml:"devices"`
 	ReplicaDevices [][]string `json:"replica_devices,omitempty" yaml:"replica_devices,omitempty"`
 	Replicas       int        `json:"replicas" yaml:"replicas"`
+	// MicroBatchSize is the samples each replica runs per micro-batch:
+	// the batch is MicroBatchSize × the plan's MicroBatches × Replicas
+	// exactly (a runtime's per-rank micro-batch size; with MicroBatches
+	// its gradient accumulation steps). 0 when the batch is unknown.
+	MicroBatchSize int64 `json:"micro_batch_size,omitempty" yaml:"micro_batch_size,omitempty"`
 	// Sharding is how the replicas keep optimizer state and gradients:
 	// zero1 (optimizer state sharded), zero2 (and gradients); absent for
 	// plain DDP and for one replica.

@@ -88,3 +88,35 @@ func TestMemoryEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteMicroBatchSizes checks the table's stages line says how many
+// samples each replica runs per micro-batch: one count when the stages
+// agree, each stage's when they do not, nothing when the batch is
+// unknown.
+func TestWriteMicroBatchSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		batch  int64
+		m      int
+		stages []plan.Stage
+		want   string
+	}{
+		{"data parallel", 32, 1, []plan.Stage{{Replicas: 4, MicroBatchSize: 8}}, "stages: 1, 1 micro-batch of 8 samples per replica, bottleneck"},
+		{"accumulation", 448, 4, []plan.Stage{{Replicas: 8, MicroBatchSize: 14}}, "stages: 1, 1f1b schedule, 4 micro-batches of 14 samples per replica, bottleneck"},
+		{"uneven stages", 32, 8, []plan.Stage{{Replicas: 2, MicroBatchSize: 2}, {Index: 1, Replicas: 1, MicroBatchSize: 4}}, "8 micro-batches of 2 (stage 0), 4 (stage 1) samples per replica"},
+		{"batch unknown", 0, 2, []plan.Stage{{Replicas: 1}, {Index: 1, Replicas: 1}}, "stages: 2, 1f1b schedule, 2 micro-batches, bottleneck"},
+	} {
+		p := sample()
+		p.Batch, p.MicroBatches, p.Stages = tc.batch, tc.m, tc.stages
+		if tc.m > 1 {
+			p.Schedule = "1f1b"
+		}
+		var b bytes.Buffer
+		if err := plan.Write(&b, p, plan.Table); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: the table lacks %q:\n%s", tc.name, tc.want, b.String())
+		}
+	}
+}

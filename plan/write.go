@@ -137,7 +137,13 @@ func WriteTable(w io.Writer, p *Plan) error {
 	if len(p.Stages) > 1 || len(p.Stages) == 1 && (p.Stages[0].Replicas > 1 || p.MicroBatches > 1) {
 		fmt.Fprintf(w, "\nstages: %d", len(p.Stages))
 		if p.Schedule != "" {
-			fmt.Fprintf(w, ", %s schedule, %d micro-batches", p.Schedule, p.MicroBatches)
+			fmt.Fprintf(w, ", %s schedule", p.Schedule)
+		}
+		if p.Schedule != "" || p.Batch > 0 {
+			fmt.Fprintf(w, ", %s", Count(max(p.MicroBatches, 1), "micro-batch", "micro-batches"))
+		}
+		if sizes := microBatchSizes(p.Stages); sizes != "" {
+			fmt.Fprintf(w, " of %s per replica", sizes)
 		}
 		fmt.Fprintf(w, ", bottleneck %.3f ms per micro-batch", p.BottleneckMS)
 		if len(p.Stages) > 1 {
@@ -477,4 +483,25 @@ func collectiveKinds(cs []AllReduce) string {
 		parts[i] = fmt.Sprintf("%d %s", n[k], k)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// microBatchSizes says how many samples each replica runs per
+// micro-batch: one count when every stage runs the same, else each
+// stage's; "" when the batch is unknown.
+func microBatchSizes(stages []Stage) string {
+	if len(stages) == 0 || stages[0].MicroBatchSize <= 0 {
+		return ""
+	}
+	same := true
+	for _, s := range stages {
+		same = same && s.MicroBatchSize == stages[0].MicroBatchSize
+	}
+	if same {
+		return Count(int(stages[0].MicroBatchSize), "sample", "samples")
+	}
+	parts := make([]string, len(stages))
+	for i, s := range stages {
+		parts[i] = fmt.Sprintf("%d (stage %d)", s.MicroBatchSize, i)
+	}
+	return strings.Join(parts, ", ") + " samples"
 }

@@ -15,6 +15,9 @@ type noReplicas struct {
 	// replicas is the fewest replicas a class offered that the batch
 	// could not be split over (0: the batch stopped none).
 	replicas int
+	// uneven is the fewest replicas a class offered that do not divide
+	// the batch (0: none).
+	uneven int
 	// dev and op, when set, are the first device whose class was
 	// passed over because it cannot run op.
 	dev int
@@ -26,6 +29,14 @@ type noReplicas struct {
 func (n *noReplicas) batch(r int) {
 	if n.replicas == 0 || r < n.replicas {
 		n.replicas = r
+	}
+}
+
+// split records r replicas that do not divide the batch into whole
+// samples each.
+func (n *noReplicas) split(r int) {
+	if n.uneven == 0 || r < n.uneven {
+		n.uneven = r
 	}
 }
 
@@ -49,6 +60,9 @@ func (n *noReplicas) err(name string, t *cost.Table, batch int64, none string) e
 		}
 		return fmt.Errorf("%s: %w: a batch of %d %s cannot be split over %d replicas (each replica runs at least one sample): plan a batch of %d or more",
 			name, ErrNotApplicable, batch, unit, n.replicas, n.replicas)
+	case n.uneven > 0:
+		return fmt.Errorf("%s: %w: a batch of %d samples does not split over %d replicas (each runs the same whole number of samples): plan a batch that %d divides",
+			name, ErrNotApplicable, batch, n.uneven, n.uneven)
 	case n.set:
 		d := t.Cluster.Devices[n.dev]
 		how := "has no time for it"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -51,11 +52,12 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 				why.batch(r)
 				continue
 			}
+			if p.Batch > 0 && p.Batch%int64(r) != 0 {
+				why.split(r)
+				continue
+			}
 			for _, z := range levelsFor(p, dp.levels) {
-				for m := 1; m <= 8; m *= 2 {
-					if p.Batch > 0 && int64(r*m) > p.Batch {
-						break
-					}
+				for _, m := range accumulationSteps(p.Batch, r) {
 					// More micro-batches only save activation memory:
 					// each op pays its launch once more per micro-batch
 					// and the all-reduce overlaps a shorter last
@@ -92,6 +94,18 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 
 // replicate is the plan running every op on devs[0], replicated on each
 // of devs, with m micro-batches of gradient accumulation.
+// accumulationSteps are the micro-batch counts dp tries on r replicas,
+// fewest first: each splits a replica's share of the batch into whole
+// samples, down to one sample per micro-batch (partition.MicroBatchCounts
+// of the share); 1 to 8 when the batch is unknown.
+func accumulationSteps(batch int64, r int) []int {
+	if batch <= 0 {
+		return partition.MicroBatchCounts(0, 8)
+	}
+	share := batch / int64(r)
+	return partition.MicroBatchCounts(share, int(min(share, 1<<30)))
+}
+
 func replicate(p *Problem, devs []int, m int) *sim.Plan {
 	n := len(p.Graph.Ops)
 	pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, n)}, MicroBatches: m}

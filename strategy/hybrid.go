@@ -53,6 +53,10 @@ func (h hybrid) Propose(ctx context.Context, p *Problem) ([]Proposal, error) {
 				why.batch(r)
 				continue
 			}
+			if p.Batch > 0 && p.Batch%int64(r) != 0 {
+				why.split(r)
+				continue
+			}
 			pl, err := h.placeOn(ctx, p, cl[:k])
 			if err != nil {
 				if firstErr == nil {

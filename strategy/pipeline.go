@@ -212,6 +212,7 @@ func (s pipelined) partitionCuts(ctx context.Context, p *Problem, scale float64,
 	if p.Batch > 0 && (opts.MaxMicroBatches == 0 || int64(opts.MaxMicroBatches) > p.Batch) {
 		opts.MaxMicroBatches = int(min(p.Batch, 32))
 	}
+	opts.Batch = max(p.Batch, 0)
 	costs := p.Costs
 	if scale < 1 {
 		c := p.Costs.Cluster
@@ -361,7 +362,9 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 		}
 		for _, m := range []int{pp.MicroBatches / 2, pp.MicroBatches * 2} {
 			if m >= 1 && m <= maxM && (p.Batch == 0 || int64(m) <= p.Batch) {
-				out = append(out, Proposal{Plan: PipelinePlan(p, pp, m), Pipeline: pp})
+				if pl := PipelinePlan(p, pp, m); p.SplitsBatch(pl) == nil {
+					out = append(out, Proposal{Plan: pl, Pipeline: pp})
+				}
 			}
 		}
 	}

@@ -255,8 +255,8 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 	var overflowing *Outcome
 	notes := o.Notes // the strategy's own; each proposal adds its own
 	for _, pr := range props {
-		res, err := pr.Sim, error(nil)
-		if res == nil {
+		res, err := pr.Sim, p.SplitsBatch(pr.Plan)
+		if res == nil && err == nil {
 			res, err = p.Simulate(pr.Plan)
 		}
 		if err == nil && p.Rules != nil {
