@@ -204,16 +204,31 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 		return Proposal{Plan: pl, Notes: append([]string{note}, notes...), Tensor: sol}
 	}
 	// Tensor × data: one stage, as many groups as replicas as the batch
-	// allows.
+	// allows (each replica the same whole number of samples), with
+	// gradient accumulation, as dp, while the step does not fit.
 	r := len(groups)
-	for p.Batch > 0 && int64(r) > p.Batch {
-		r /= 2
+	for r > 1 && p.Batch > 0 && (int64(r) > p.Batch || p.Batch%int64(r) != 0) {
+		r--
 	}
 	var out []Proposal
+	shape := "one stage"
 	if r > 1 {
-		out = append(out, tag(single(r), fmt.Sprintf("one stage, %d replicas", r)))
-	} else {
-		out = append(out, tag(single(1), "one stage"))
+		shape = fmt.Sprintf("one stage, %d replicas", r)
+	}
+	for _, m := range accumulationSteps(p.Batch, r) {
+		pl := single(r)
+		pl.MicroBatches = m
+		res, err := p.Simulate(pl)
+		notes := []string{shape}
+		if m > 1 {
+			notes = []string{fmt.Sprintf("%s, %d micro-batches of gradient accumulation", shape, m)}
+		}
+		pr := tag(pl, notes...)
+		pr.Sim = res
+		out = append(out, pr)
+		if err != nil || p.Fits(res) {
+			break
+		}
 	}
 	if len(groups) > 1 {
 		props, err := s.pipelined(ctx, p, groups, t, split)
