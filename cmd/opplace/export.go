@@ -38,7 +38,9 @@ torch-pipelining and deepspeed need a pipeline plan (--strategy pipeline)
 whose stages start and end at module boundaries (the default; not --op-cuts),
 of a model exported by torch.onnx, whose op names carry module paths; module
 paths become PyTorch module names by the rule in docs/export.md.
-tf-device-map takes any plan.
+tf-device-map takes any plan but a tensor-parallel one; rank-map and
+hostfile take any plan; deepspeed-config takes data-parallel and pipelined
+plans on one device type.
 
 Without --out the artefact goes to stdout; with --out it is written to a
 temporary beside FILE and renamed into place, and may not be the plan itself.
@@ -46,6 +48,11 @@ A plan the target cannot express is exit 2, with what to replan.`,
 		Example: `  opplace plan gpt2.onnx --cluster 4xV100.yaml --dim batch=8 --strategy pipeline --out plan.json
   opplace export plan.json --to torch-pipelining --out split_spec.py
   opplace export plan.json --to deepspeed --out partition.json
+
+  # Where each rank runs, and DeepSpeed's configuration of the plan
+  opplace export plan.json --to rank-map --out ranks.json
+  opplace export plan.json --to hostfile --out hostfile
+  opplace export plan.json --to deepspeed-config --out ds_config.json
 
   # Every op's TensorFlow device string, on stdout
   opplace export plan.json --to tf-device-map

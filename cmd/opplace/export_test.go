@@ -210,7 +210,7 @@ func TestExportErrors(t *testing.T) {
 		{"single stage, deepspeed", []string{single, "--to", "deepspeed"}, []string{single + ": the plan has one stage"}},
 		{"op cuts", []string{opCuts, "--to", "torch-pipelining"}, []string{opCuts + ": stage 1 starts inside module blocks.", "plan without --op-cuts"}},
 		{"op cuts, deepspeed", []string{opCuts, "--to", "deepspeed"}, []string{"starts inside module", "plan without --op-cuts"}},
-		{"unknown target", []string{opCuts, "--to", "onnx"}, []string{`unknown export target "onnx"`, "deepspeed tf-device-map torch-pipelining"}},
+		{"unknown target", []string{opCuts, "--to", "onnx"}, []string{`unknown export target "onnx"`, "deepspeed deepspeed-config hostfile rank-map tf-device-map torch-pipelining"}},
 		{"no target", []string{opCuts}, []string{"--to TARGET is required"}},
 		{"corrupt plan", []string{corrupt, "--to", "deepspeed"}, []string{corrupt + ": not a valid JSON plan"}},
 		{"missing plan", []string{filepath.Join(dir, "none.json"), "--to", "tf-device-map"}, []string{"none.json: cannot read the plan"}},
@@ -280,6 +280,17 @@ func TestExportDocExample(t *testing.T) {
 	want, _, _ := strings.Cut(block("deepspeed", "json"), "    ...\n")
 	if got := shown("deepspeed"); !strings.HasPrefix(got, want) {
 		t.Errorf("docs/export.md's deepspeed example is out of date; export writes:\n%s", got)
+	}
+	// deepspeed-config: a data-parallel plan under ZeRO-2 and bf16, whole.
+	path, _ = exportPlan(t, dir, "gpt2_small.onnx", "8xA100-2host.yaml", "--dim", "batch=32", "--strategy", "dp", "--precision", "amp-bf16", "--zero", "zero2")
+	if got, want := shown("deepspeed-config"), block("deepspeed-config", "json"); got != want {
+		t.Errorf("docs/export.md's deepspeed-config example is out of date; export writes:\n%s", got)
+	}
+	// rank-map: a tensor-parallel plan, the page leaving ranks 1-7 out.
+	path, _ = exportPlan(t, dir, "gpt2_small.onnx", "8xA100-2host.yaml", "--dim", "batch=8", "--strategy", "tensor")
+	head, tail, _ := strings.Cut(block("rank-map and hostfile", "json"), "    ...\n  ],\n")
+	if got := shown("rank-map"); !strings.HasPrefix(got, head) || !strings.HasSuffix(got, tail) {
+		t.Errorf("docs/export.md's rank-map example is out of date; export writes:\n%s", got)
 	}
 }
 
