@@ -6,10 +6,11 @@ import (
 	"github.com/opplace/opplace/graph"
 )
 
-// ModuleCutTolerance is how much longer a step the module-aligned split
-// may take in the simulator than the split at op boundaries (as a
-// fraction of the latter) before the pipeline strategies cut at op
-// boundaries instead. A stage boundary inside a block is one a training
+// ModuleCutTolerance is how much worse the module-aligned split may be
+// in the simulator than the split at op boundaries, by the objective the
+// partitioners minimise (the slowest stage's time in the step, or the
+// step under the latency objective; as a fraction of the latter), before
+// the pipeline strategies cut at op boundaries instead. A stage boundary inside a block is one a training
 // script cannot hand to torch.distributed.pipelining or DeepSpeed, so
 // it is worth a few per cent: BERT-base's module-aligned pipelines take
 // 5.9% (4xV100) and 8.2% (8xA100-2host) longer, GPT-2 XL's 3%, and

@@ -87,7 +87,7 @@ func TestPipelineModuleFallback(t *testing.T) {
 				}
 			}
 			notes := strings.Join(props[0].Notes, "\n")
-			if cut != tc.fallback || tc.fallback != strings.Contains(notes, "stages cut between ops, inside modules") || tc.fallback && !strings.Contains(notes, "% longer step") {
+			if cut != tc.fallback || tc.fallback != strings.Contains(notes, "stages cut between ops, inside modules") || tc.fallback && !strings.Contains(notes, "% longer slowest stage") {
 				t.Errorf("a block cut: %v; notes %q", cut, notes)
 			}
 		})

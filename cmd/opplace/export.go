@@ -107,7 +107,7 @@ func exportHint(err error) error {
 	case export.OneStage:
 		return fmt.Errorf("%w (opplace plan MODEL --cluster FILE --strategy pipeline --out plan.json)", err)
 	case export.OpCuts:
-		return fmt.Errorf("%w: plan without --op-cuts (without it, stages are cut between ops only when module boundaries make the step over 10%% longer, as plan -o table notes; another cluster or --microbatches may keep them)", err)
+		return fmt.Errorf("%w: plan without --op-cuts (without it, stages are cut between ops only when module boundaries make the pipeline's objective over 10%% worse, as plan -o table notes; another cluster or --microbatches may keep them)", err)
 	case export.NoModules:
 		return fmt.Errorf("%w (--to tf-device-map)", err)
 	}
