@@ -74,7 +74,7 @@ type dsSource struct {
 func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 	src := o.source()
 	if p.Mode != "" && p.Mode != "train" {
-		return errorf(Invalid, "%s: mode %q: a DeepSpeed training configuration needs a training plan (plan with --mode train)", src, p.Mode)
+		return errorf(Invalid, "%s: mode %q: a DeepSpeed training configuration needs a plan of a training step, not of inference", src, p.Mode)
 	}
 	if p.Batch <= 0 {
 		return errorf(Invalid, "%s: batch: the plan's batch is unknown, and DeepSpeed needs train_batch_size (plan a model whose inputs have a batch dimension)", src)
@@ -92,7 +92,7 @@ func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 	for _, st := range p.Stages {
 		switch {
 		case st.TensorParallel > 1:
-			return errorf(Invalid, "%s: stages[%d].tensor_parallel: %d: DeepSpeed alone has no tensor parallelism (Megatron-DeepSpeed or torch's tensor parallel runs it); export --to rank-map says which rank holds which shard", src, st.Index, st.TensorParallel)
+			return errorf(Invalid, "%s: stages[%d].tensor_parallel: %d: DeepSpeed alone has no tensor parallelism (Megatron-DeepSpeed or torch's tensor parallel runs it); the rank-map target says which rank holds which shard", src, st.Index, st.TensorParallel)
 		case len(st.ReplicaDevices) > 0:
 			return errorf(Invalid, "%s: stages[%d].replica_devices: a replica spans %d devices placed op by op, and DeepSpeed runs a replica's stage on one device", src, st.Index, len(st.ReplicaDevices[0]))
 		case st.Replicas != first.Replicas:
@@ -119,7 +119,7 @@ func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 		return errorf(Invalid, "%s: stages[0].sharding: %q is no ZeRO level DeepSpeed has", src, first.Sharding)
 	}
 	if len(p.Stages) > 1 && zero > 1 {
-		return errorf(Invalid, "%s: stages[0].sharding: zero2 with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with --zero zero1 or none)", src, len(p.Stages))
+		return errorf(Invalid, "%s: stages[0].sharding: zero2 with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with ZeRO-1 or without sharding)", src, len(p.Stages))
 	}
 	mb := max(p.MicroBatches, 1)
 	if first.MicroBatchSize*int64(mb)*int64(first.Replicas) != p.Batch {
