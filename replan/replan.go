@@ -33,10 +33,11 @@ const DefaultAmortizeSteps = 1000
 
 // DefaultCheckpointBandwidth is the rate, in bytes per second, at which
 // the job reads state no surviving device holds from its checkpoint, when
-// the caller gives none: 1.2 GB/s, the throughput of the smallest Amazon
-// FSx for Lustre persistent file system (1.2 TiB) at its highest tier,
-// 1000 MB/s per TiB of storage (docs/replan.md gives the source). It is
-// the whole job's rate: every read shares it.
+// the caller gives none: about 1.2 GB/s, the throughput of an Amazon
+// FSx for Lustre file system of 1,200 GiB (the smallest SageMaker
+// provisions) at the highest persistent SSD tier, 1000 MB/s per TiB of
+// storage (docs/replan.md gives the sources). It is the whole job's rate:
+// every read shares it.
 const DefaultCheckpointBandwidth = 1.2e9
 
 // Options says what to re-plan.

@@ -179,9 +179,23 @@ func WriteTable(w io.Writer, r *Result) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\tyes\t%s\n", name, dash(o.Family), dash(o.Shape), o.StepMS, plan.FormatMS(o.MigrationMS),
 			cluster.FormatBytes(o.LinkBytes), cluster.FormatBytes(o.CheckpointBytes), plan.FormatMS(o.ObjectiveMS), dash(why))
 	}
-	for _, p := range r.Pruned {
-		fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\tpruned: at least %.3f ms a step, %s over %s\n", p.Strategy, p.Family, p.BoundMS,
+	// The pruned strategies of one family share its bound: one line.
+	for i := 0; i < len(r.Pruned); {
+		j := i + 1
+		for j < len(r.Pruned) && r.Pruned[j].Family == r.Pruned[i].Family && r.Pruned[j].BoundMS == r.Pruned[i].BoundMS {
+			j++
+		}
+		p := r.Pruned[i]
+		name := p.Strategy
+		switch n := j - i; {
+		case n == 2:
+			name += ", " + r.Pruned[i+1].Strategy
+		case n > 2:
+			name += fmt.Sprintf(" and %d more", n-1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\tpruned: at least %.3f ms a step, %s over %s\n", name, p.Family, p.BoundMS,
 			plan.FormatMS(p.BoundMS*float64(r.AmortizeSteps)), steps(r.AmortizeSteps))
+		i = j
 	}
 	return tw.Flush()
 }

@@ -84,7 +84,7 @@ writes, atomically.`,
 	fl.StringVar(&f.cluster, "cluster", "", "the new cluster's file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.model, "model", "", "the model file (default: the one the plan names)")
 	fl.Int64Var(&f.steps, "amortize-steps", replan.DefaultAmortizeSteps, "K, the steps the new plan is expected to run before the cluster changes again: the objective is step x K + migration")
-	fl.StringVar(&f.bandwidth, "checkpoint-bandwidth", "1.2GB/s", "the rate the job reads state no surviving device holds from its checkpoint, all reads together; the default is an FSx for Lustre file system of 1.2 TiB at 1000 MB/s per TiB (docs/replan.md)")
+	fl.StringVar(&f.bandwidth, "checkpoint-bandwidth", "1.2GB/s", "the rate the job reads state no surviving device holds from its checkpoint, all reads together; the default is an FSx for Lustre file system of 1,200 GiB at 1000 MB/s per TiB (docs/replan.md)")
 	fl.BoolVar(&f.gradients, "move-gradients", false, "count the weight gradients as state to move (a migration inside gradient accumulation; at a step boundary they hold nothing)")
 	fl.StringVar(&f.optimizer, "optimizer", "", "optimizer the plan was made for: sgd, momentum or adam (default: the one its updates run)")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement, as the plan was made: none, vertical, horizontal, hybrid, or auto")
