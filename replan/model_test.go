@@ -139,6 +139,22 @@ func TestMigrate(t *testing.T) {
 	if mg := m.migrate(holdings{0: {{0, 1e9}, {}}}); len(mg.moves) != 0 || mg.ms != 0 {
 		t.Errorf("moves %+v for a layout the old plan already holds", mg.moves)
 	}
+	// A lost piece two devices need: a0 reads it once (0.5 s), then
+	// passes it to a1 over NVLink (5 ms) and to b0 over the network (40
+	// ms), in turn on its send channel.
+	m = newMigrator(c, ps, have, 1e9)
+	mg = m.migrate(holdings{0: {{}, {0, 5e8}}, 1: {{}, {0, 5e8}}, 2: {{}, {0, 5e8}}})
+	if mg.checkpointBytes != 5e8 || mg.linkBytes != 1e9 {
+		t.Fatalf("relay: %d bytes read, %d passed on: %+v", mg.checkpointBytes, mg.linkBytes, mg.moves)
+	}
+	for _, mv := range mg.moves {
+		if mv.From == "a0" && (!mv.Relayed || mv.StartMS < 500) {
+			t.Errorf("relay %+v starts before the read ends", mv)
+		}
+	}
+	if math.Abs(mg.ms-545) > 1e-6 {
+		t.Errorf("read and relays take %g ms, want 545", mg.ms)
+	}
 	// One sender to two devices across the network: the sends take
 	// turns on a0's send channel and its host's network card.
 	m = newMigrator(c, ps[:1], holdings{0: {{0, 1e9}}}, 1e9)

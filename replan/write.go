@@ -144,7 +144,11 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintln(tw, head+"\tSTART (ms)\tEND (ms)")
 		for _, m := range r.Chosen.Moves {
-			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", m.From, m.To, cluster.FormatBytes(m.Bytes), cluster.FormatBytes(m.WeightBytes), cluster.FormatBytes(m.OptimizerBytes))
+			from := m.From
+			if m.Relayed {
+				from += " (relay)"
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", from, m.To, cluster.FormatBytes(m.Bytes), cluster.FormatBytes(m.WeightBytes), cluster.FormatBytes(m.OptimizerBytes))
 			if r.Gradients {
 				line += "\t" + cluster.FormatBytes(m.GradientBytes)
 			}
