@@ -118,7 +118,7 @@ type Result struct {
 	Candidates []Option `json:"candidates"`
 	// Pruned are the strategies auto did not run, with the bound that
 	// proves none of their plans beats the chosen objective.
-	Pruned []Pruned `json:"pruned,omitempty"`
+	Pruned []Pruned `json:"pruned"`
 	// Plan is the chosen plan, the document opplace plan writes.
 	Plan *plan.Plan `json:"-"`
 	// Stages time the re-plan: reading the old plan and the new cluster,
@@ -700,7 +700,7 @@ func (r *replanner) result(model string, res *pipeline.Result) *Result {
 	old := r.old
 	out := &Result{Model: model, Mode: res.Plan.Mode, Precision: res.Plan.Precision, Batch: res.Plan.Batch,
 		OldPlan: r.src, OldCluster: old.Cluster, Cluster: r.c.Name, AmortizeSteps: r.k, CheckpointBandwidth: r.bw,
-		Gradients: r.opts.Gradients, Pruned: r.pruned, Devices: Devices{Kept: []string{}, Lost: []string{}, Added: []string{}}}
+		Gradients: r.opts.Gradients, Pruned: append([]Pruned{}, r.pruned...), Devices: Devices{Kept: []string{}, Lost: []string{}, Added: []string{}}}
 	for _, d := range old.Devices {
 		if _, ok := r.survive[d.Name]; ok {
 			out.Devices.Kept = append(out.Devices.Kept, d.Name)
