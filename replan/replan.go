@@ -226,7 +226,7 @@ type replanner struct {
 	ps       []piece
 	mig      *migrator
 	keepOpt  *Option
-	opts2    []Option // per candidate of the choice
+	cands    []Option // per candidate of the choice, scored
 	fromIdx  int      // the from-scratch candidate
 	chosen   int      // -1: keep
 	pruned   []Pruned
@@ -498,7 +498,7 @@ func (r *replanner) choose(ctx context.Context, ch *pipeline.Choice) (pipeline.P
 		o.Shape = shapeOf(r.keepRes.Plan)
 		r.keepOpt = &o
 	}
-	r.opts2 = make([]Option, 0, len(ch.Candidates))
+	r.cands = make([]Option, 0, len(ch.Candidates))
 	for i := range ch.Candidates {
 		if err := r.score(ch, i); err != nil {
 			return pipeline.Pick{}, err
@@ -537,11 +537,11 @@ func (r *replanner) choose(ctx context.Context, ch *pipeline.Choice) (pipeline.P
 	if r.chosen < 0 {
 		pick.Candidate = ch.Best
 	}
-	for i := range r.opts2 {
+	for i := range r.cands {
 		if i != r.chosen {
-			r.opts2[i].Why = r.why(&r.opts2[i], best)
-			if r.opts2[i].Fits {
-				pick.Why[r.opts2[i].Strategy] = r.opts2[i].Why
+			r.cands[i].Why = r.why(&r.cands[i], best)
+			if r.cands[i].Fits {
+				pick.Why[r.cands[i].Strategy] = r.cands[i].Why
 			}
 		}
 	}
@@ -578,7 +578,7 @@ func (r *replanner) score(ch *pipeline.Choice, i int) error {
 			}
 		}
 	}
-	r.opts2 = append(r.opts2, o)
+	r.cands = append(r.cands, o)
 	return nil
 }
 
@@ -620,8 +620,8 @@ func (r *replanner) best() *Option {
 	if r.keepOpt != nil {
 		consider(r.keepOpt)
 	}
-	for i := range r.opts2 {
-		consider(&r.opts2[i])
+	for i := range r.cands {
+		consider(&r.cands[i])
 	}
 	return b
 }
@@ -730,7 +730,7 @@ func (r *replanner) result(model string, res *pipeline.Result) *Result {
 	if r.keepOpt != nil {
 		out.Candidates = append(out.Candidates, *r.keepOpt)
 	}
-	out.Candidates = append(out.Candidates, r.opts2...)
+	out.Candidates = append(out.Candidates, r.cands...)
 	out.Candidates = append(out.Candidates, r.failed...)
 	slices.SortStableFunc(out.Candidates, func(a, b Option) int {
 		switch {
@@ -749,9 +749,9 @@ func (r *replanner) result(model string, res *pipeline.Result) *Result {
 	if r.chosen < 0 {
 		out.Chosen, out.Plan = *r.keepOpt, r.keepRes.Plan
 	} else {
-		out.Chosen, out.Plan = r.opts2[r.chosen], res.Plan
+		out.Chosen, out.Plan = r.cands[r.chosen], res.Plan
 	}
-	out.FromScratch = r.opts2[r.fromIdx]
+	out.FromScratch = r.cands[r.fromIdx]
 	out.ChosenIsFromScratch = r.chosen == r.fromIdx
 	c, f := out.Chosen, out.FromScratch
 	switch {
