@@ -263,8 +263,14 @@ func candidates(r *run) []plan.Candidate {
 			c.PeakMemoryBytes = slices.Max(o.Sim.PeakMemory)
 			c.Shape = shape(o.Plan, o.Sim, len(r.cluster.Devices))
 		}
+		why, chooser := r.why[o.Strategy]
 		switch {
 		case i == r.chosen:
+		case chooser:
+			c.Why = why
+			if o.Err != nil {
+				c.Error = o.Err.Error()
+			}
 		case o.Pruned != "":
 			c.Why = "pruned: " + o.Pruned
 		case o.Err != nil && errors.Is(o.Err, strategy.ErrNotApplicable):

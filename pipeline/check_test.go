@@ -352,6 +352,9 @@ func TestStageDeclarations(t *testing.T) {
 		opts Options
 	}{
 		{"resnet50 training, fused, auto", resnet(Options{})},
+		{"resnet50 training, auto keeping what a chooser picks", resnet(Options{Choose: func(_ context.Context, c *Choice) (Pick, error) {
+			return Pick{Candidate: c.Best, Why: map[string]string{"tensor": "the chooser's"}}, nil
+		}})},
 		{"resnet50 inference, amp-bf16 on A100s, unfused, with a report, data parallel", Options{ModelPath: "../testdata/models/resnet50.onnx",
 			ClusterPath: "../testdata/clusters/8xA100-2host.yaml", Mode: ModeInfer, Precision: "amp-bf16", Fusion: FusionNone, FusionReport: &FusionReport{}, Strategy: "dp"}},
 		{"resnet50 training under rules, with a report, m-etf", resnet(Options{Strategy: "m-etf", FusionReport: &FusionReport{},

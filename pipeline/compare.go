@@ -86,7 +86,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	if names == nil {
 		// The given placement is a row when a placement file is given.
 		for _, n := range Strategies() {
-			if n != strategy.GivenStrategy || opts.Placement != "" {
+			if n != strategy.GivenStrategy || opts.Placement != "" || opts.PlacementFile != nil {
 				names = append(names, n)
 			}
 		}
@@ -98,7 +98,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		}
 		names[i] = r
 	}
-	r, cfg, err := prepare(ctx, opts.Options, opts.Placement != "" || slices.Contains(names, strategy.GivenStrategy))
+	r, cfg, err := prepare(ctx, opts.Options, opts.Placement != "" || opts.PlacementFile != nil || slices.Contains(names, strategy.GivenStrategy))
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func prepare(ctx context.Context, opts Options, given bool) (*run, strategy.Conf
 // problem every strategy receives and their configuration, for programs
 // that search the plan space themselves (benchmarks, other front ends).
 func Prepare(ctx context.Context, opts Options) (*strategy.Problem, strategy.Config, error) {
-	r, cfg, err := prepare(ctx, opts, opts.Placement != "" || opts.Strategy == strategy.GivenStrategy)
+	r, cfg, err := prepare(ctx, opts, opts.Placement != "" || opts.PlacementFile != nil || opts.Strategy == strategy.GivenStrategy)
 	if err != nil {
 		return nil, cfg, err
 	}

@@ -101,6 +101,15 @@ type Options struct {
 	// docs/constraints.md): every strategy honours the hard ones, and the
 	// soft ones weigh on which plan is kept. Nil: none.
 	Constraints *constraint.Set
+	// PlacementFile, when set, is a placement file already read
+	// (ReadPlacement, or a plan built in Go), planned as Placement would
+	// be; Placement then only names it in messages.
+	PlacementFile *PlacementFile
+	// Choose, when set, picks the plan auto keeps from every plan its
+	// search found (see Choice), in place of the fastest that fits; the
+	// plan is then written as auto writes its own. Other strategies
+	// ignore it.
+	Choose func(context.Context, *Choice) (Pick, error)
 	// AroundStage, when set, is called as each stage starts with its
 	// name (StageImport, ...); the function it returns, if any, is called
 	// as the stage ends. The command uses it to tune the Go runtime for
@@ -147,6 +156,8 @@ type run struct {
 	// outcomes are every strategy run, chosen the index of the kept one.
 	outcomes []strategy.Outcome
 	chosen   int
+	// why is Options.Choose's say on why each strategy was not kept.
+	why map[string]string
 	// plan of the kept outcome, on the graph the plan lists (expanded
 	// back to the original ops after fusion); sim its simulated step.
 	placed *sim.Plan
@@ -200,7 +211,7 @@ var stages = []stage{
 		"opts.ModelPath opts.Constraints opts.Strategies model.Graph cluster",
 		"model.Graph.Colocate cluster rules"},
 	{"placement", resolvePlacement,
-		"wantGiven opts.ModelPath opts.Placement opts.Fill opts.CostModel model.Graph model.Costs cluster precision",
+		"wantGiven opts.ModelPath opts.Placement opts.PlacementFile opts.Fill opts.CostModel model.Graph model.Costs cluster precision",
 		"model.Warnings given"},
 	{"fuse", fuseGraph,
 		"opts.ModelPath opts.Fusion opts.FusionReport opts.CostModel model.Graph model.Costs cluster precision given rules",
@@ -212,16 +223,16 @@ var stages = []stage{
 		"opts.Strategy problem",
 		"bound boundKind"},
 	{"place", placeUnderRules,
-		"opts.Strategy opts.Strategies opts.Schedule opts.Objective opts.MicroBatches problem rules",
-		"outcomes chosen strategy placed sim"},
+		"opts.Strategy opts.Strategies opts.Schedule opts.Objective opts.MicroBatches opts.Choose model.Graph cluster problem rules fused",
+		"outcomes chosen why strategy placed sim"},
 	{"assemble", assemble,
-		"opts.ModelPath opts.Mode model.Graph model.Warnings cluster precision forward given rules fused problem bound boundKind outcomes chosen strategy placed sim",
+		"opts.ModelPath opts.Mode model.Graph model.Warnings cluster precision forward given rules fused problem bound boundKind outcomes chosen why strategy placed sim",
 		"model.Graph bound boundKind placed sim plan"},
 }
 
 // withDefaults fills the options a caller left empty.
 func (o Options) withDefaults() Options {
-	if o.Placement != "" && (o.Strategy == "" || o.Strategy == Auto) {
+	if (o.Placement != "" || o.PlacementFile != nil) && (o.Strategy == "" || o.Strategy == Auto) {
 		o.Strategy = strategy.GivenStrategy
 	}
 	if o.Strategy == "" {
@@ -243,7 +254,7 @@ func Strategies() []string { return strategy.Names() }
 // Run plans a model on a cluster.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
-	if opts.Placement != "" && opts.Strategy != strategy.GivenStrategy {
+	if (opts.Placement != "" || opts.PlacementFile != nil) && opts.Strategy != strategy.GivenStrategy {
 		return nil, &InputError{fmt.Errorf("a placement file is planned as given, by strategy %s, not %s", strategy.GivenStrategy, opts.Strategy)}
 	}
 	r := &run{opts: opts, wantGiven: opts.Strategy == strategy.GivenStrategy}

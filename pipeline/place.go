@@ -80,7 +80,12 @@ func place(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
-		r.keep(best, Auto+":"+outs[best].Strategy)
+		if r.opts.Choose != nil {
+			if best, err = r.choose(ctx, cfg, best); err != nil {
+				return err
+			}
+		}
+		r.keep(best, Auto+":"+r.outcomes[best].Strategy)
 		return nil
 	}
 	s, err := strategy.New(name, cfg)

@@ -243,8 +243,8 @@ func resolvePlacement(_ context.Context, r *run) error {
 	if f := r.opts.Fill; f != "" && !slices.Contains(placer.Names(), f) {
 		return &InputError{fmt.Errorf("unknown placer %q to fill in the placement: use one of %v", f, placer.Names())}
 	}
-	var pf *PlacementFile
-	if r.opts.Placement != "" {
+	pf := r.opts.PlacementFile
+	if pf == nil && r.opts.Placement != "" {
 		var err error
 		if pf, err = ReadPlacement(r.opts.Placement); err != nil {
 			return err

@@ -108,6 +108,11 @@ func familyBound(p *Problem, family string) float64 {
 	return b
 }
 
+// FamilyBound is the bound auto prunes a family's strategies by: no
+// fitting plan of the family takes less, in seconds (SpaceBound's, with
+// a hybrid's replicas bounded by the largest device class).
+func FamilyBound(p *Problem, family string) float64 { return familyBound(p, family) }
+
 // Search runs the named strategies (AutoStrategies when names is nil) and
 // returns every outcome in run order and the index of the fastest that
 // fits. A strategy is skipped, its outcome saying why, when its family's
@@ -129,18 +134,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 	if names == nil {
 		names = AutoStrategies
 	}
-	if cfg.Pipeline.TimeLimit == 0 {
-		cfg.Pipeline.TimeLimit = AutoExactTimeLimit
-	}
-	if cfg.Placer.RefineWork == 0 {
-		cfg.Placer.RefineWork = AutoRefineWork
-	}
-	if cfg.Placer.TimeLimit == 0 {
-		cfg.Placer.TimeLimit = AutoILPTimeLimit
-	}
-	if cfg.Placer.Nodes == 0 {
-		cfg.Placer.Nodes = AutoILPNodes
-	}
+	cfg = autoConfig(cfg)
 	strategies := make([]Strategy, len(names))
 	bounds := make([]float64, len(names))
 	for i, name := range names {
@@ -193,6 +187,39 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		return outs, -1, placer.CombineFailures(fails)
 	}
 	return outs, best, nil
+}
+
+// autoConfig is cfg with auto's limits where it sets none.
+func autoConfig(cfg Config) Config {
+	if cfg.Pipeline.TimeLimit == 0 {
+		cfg.Pipeline.TimeLimit = AutoExactTimeLimit
+	}
+	if cfg.Placer.RefineWork == 0 {
+		cfg.Placer.RefineWork = AutoRefineWork
+	}
+	if cfg.Placer.TimeLimit == 0 {
+		cfg.Placer.TimeLimit = AutoILPTimeLimit
+	}
+	if cfg.Placer.Nodes == 0 {
+		cfg.Placer.Nodes = AutoILPNodes
+	}
+	return cfg
+}
+
+// EvaluateAfter runs the strategy registered under name on p as Search
+// runs it, with auto's limits where cfg sets none and a Seeded strategy
+// (local) built on the outcomes before it: for a caller that runs a
+// strategy the search pruned (pipeline.Choice.Evaluate).
+func EvaluateAfter(ctx context.Context, p *Problem, cfg Config, name string, before []Outcome) (Outcome, error) {
+	cfg = autoConfig(cfg)
+	s, err := New(name, cfg)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if sd, ok := s.(Seeded); ok {
+		s = seededWith{sd, before}
+	}
+	return Evaluate(ctx, p, name, s), nil
 }
 
 // runAhead evaluates the strategies on up to GOMAXPROCS goroutines,

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/strategy"
 	"github.com/opplace/opplace/train"
@@ -149,6 +150,54 @@ func (f *searchFlags) apply(cfg *strategy.Config) error {
 	if f.timeLimit > 0 {
 		cfg.Placer.TimeLimit = f.timeLimit
 		cfg.Pipeline.TimeLimit = f.timeLimit
+	}
+	return nil
+}
+
+// spaceFlags shape the plan space a search explores: the pipeline
+// strategies' micro-batches, objective, schedule and cuts, ZeRO,
+// activation recomputation and tensor parallelism. plan and replan take
+// them.
+type spaceFlags struct {
+	// pipeline strategies
+	microBatches string
+	objective    string
+	schedule     string
+	opCuts       bool
+	// replicated stages
+	zero string
+	// replicated and pipelined stages
+	recompute string
+	tensor    string
+}
+
+func (f *spaceFlags) registerSpace(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.microBatches, "microbatches", "auto", "pipeline strategies: micro-batches per step, or auto (the best count under memory)")
+	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
+	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
+	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the slowest stage, or the step under --objective latency, over 10% worse)")
+	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state and gradient sharding none, zero1, zero2, or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
+	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
+	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
+}
+
+// apply sets the plan space's options on opts.
+func (f *spaceFlags) apply(opts *pipeline.Options) error {
+	var err error
+	if opts.MicroBatches, err = pipeline.ParseMicroBatches(f.microBatches); err != nil {
+		return usageError{err}
+	}
+	opts.Objective, opts.Schedule = f.objective, f.schedule
+	opts.Strategies.Pipeline.OpCuts = f.opCuts
+	if opts.Strategies.Sharding, err = strategy.ParseSharding(f.zero); err != nil {
+		return usageError{fmt.Errorf("--zero: %w", err)}
+	}
+	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
+		return usageError{fmt.Errorf("--recompute: %w", err)}
+	}
+	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
+		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
 	}
 	return nil
 }

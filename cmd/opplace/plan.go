@@ -12,7 +12,6 @@ import (
 	"github.com/opplace/opplace/internal/output"
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
-	"github.com/opplace/opplace/strategy"
 	"github.com/opplace/opplace/view"
 )
 
@@ -33,16 +32,7 @@ type planFlags struct {
 	precision string
 	fusion    string
 	profile   string
-	// pipeline strategies
-	microBatches string
-	objective    string
-	schedule     string
-	opCuts       bool
-	// replicated stages
-	zero string
-	// replicated and pipelined stages
-	recompute string
-	tensor    string
+	spaceFlags
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -113,13 +103,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
-	fl.StringVar(&f.microBatches, "microbatches", "auto", "pipeline strategies: micro-batches per step, or auto (the best count under memory)")
-	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
-	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
-	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the slowest stage, or the step under --objective latency, over 10% worse)")
-	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state and gradient sharding none, zero1, zero2, or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
-	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
-	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
+	f.registerSpace(cmd)
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -186,19 +170,8 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	if err := f.ruleFlags.apply(&opts); err != nil {
 		return err
 	}
-	if opts.MicroBatches, err = pipeline.ParseMicroBatches(f.microBatches); err != nil {
-		return usageError{err}
-	}
-	opts.Objective, opts.Schedule = f.objective, f.schedule
-	opts.Strategies.Pipeline.OpCuts = f.opCuts
-	if opts.Strategies.Sharding, err = strategy.ParseSharding(f.zero); err != nil {
-		return usageError{fmt.Errorf("--zero: %w", err)}
-	}
-	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
-		return usageError{fmt.Errorf("--recompute: %w", err)}
-	}
-	if opts.Strategies.Tensor, err = strategy.ParseTensor(f.tensor); err != nil {
-		return usageError{fmt.Errorf("--tensor-parallel: %w", err)}
+	if err := f.spaceFlags.apply(&opts); err != nil {
+		return err
 	}
 	if err := f.searchFlags.apply(&opts.Strategies); err != nil {
 		return err
