@@ -140,7 +140,8 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	if l.TP > 1 {
 		pr("# tensor:   parallelize_module(model, mesh[\"tp\"], {name: STYLES[s]() for name, s in tp_plan.items()}), STYLES = {\"colwise\": ColwiseParallel, \"rowwise\": RowwiseParallel};\n")
-		pr("#           a colwise attention projection leaves each rank its heads: the model's forward must use heads / tensor_parallel_size\n")
+		pr("#           a colwise projection leaves each rank 1/tensor_parallel_size of its outputs: the forward must use that share of the heads,\n")
+		pr("#           and a fused QKV weight must be ordered so that each rank's rows are its heads' Q, K and V (as Megatron-LM lays it out)\n")
 		if len(tokens) > 0 {
 			pr("#           token_split: modules the plan splits by tokens (weights whole): torch has no style for a Linear so split\n")
 			pr("#           (SequenceParallel is documented for norms and dropout), so they run whole on every rank: the step is slower than predicted\n")
