@@ -131,17 +131,7 @@ func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 		Opplace: dsSource{Plan: src, Model: p.Model, Strategy: p.Strategy, Precision: p.Precision, PredictedMS: p.PredictedStepMS,
 			Stages: len(p.Stages), DataParallel: first.Replicas},
 	}
-	// The plan's gradient buckets are filled to a cap, but for the last
-	// and for tensors larger than it: the median is the cap's size.
-	var buckets []int64
-	for _, a := range p.AllReduces {
-		if a.Tensor == "" && a.Kind != "all-gather" && a.Stage == 0 {
-			buckets = append(buckets, a.Bytes)
-		}
-	}
-	if len(buckets) > 0 {
-		slices.Sort(buckets)
-		bucket := buckets[len(buckets)/2]
+	if bucket := medianBucket(p, 0); bucket > 0 {
 		cfg.ZeroOptimization.ReduceBucketSize = (bucket + 3) / 4
 		cfg.ZeroOptimization.AllgatherBucketSize = cfg.ZeroOptimization.ReduceBucketSize
 	}

@@ -1,7 +1,8 @@
 // Package export turns a plan document into what a training runtime
 // consumes: the split points of torch.distributed.pipelining, the layer
-// partition of a DeepSpeed PipelineModule, the op-to-device map of a
-// TensorFlow graph. It reads plans only through package plan, and each
+// partition and configuration of DeepSpeed, Megatron-LM's arguments,
+// PyTorch's launch and DDP/FSDP/tensor-parallel settings, where each rank
+// runs, the op-to-device map of a TensorFlow graph. It reads plans only through package plan, and each
 // target is one file whose init registers it, so adding a target is
 // adding one file.
 package export

@@ -279,7 +279,7 @@ func TestExportErrors(t *testing.T) {
 func TestUnknownTargetAndBadFiles(t *testing.T) {
 	_, err := New("onnx-runtime")
 	var e *Error
-	if !errors.As(err, &e) || !strings.Contains(err.Error(), "deepspeed deepspeed-config hostfile rank-map tf-device-map torch-pipelining") {
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "deepspeed deepspeed-config hostfile megatron rank-map tf-device-map torch torch-pipelining") {
 		t.Errorf("unknown target: %v", err)
 	}
 	dir := t.TempDir()

@@ -28,7 +28,7 @@ func newExportCmd() *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "export PLAN --to TARGET [--out FILE]",
-		Short: "Write a plan as what a training runtime consumes (torch.distributed.pipelining, DeepSpeed, TensorFlow)",
+		Short: "Write a plan as what a training runtime consumes (PyTorch, torch.distributed.pipelining, DeepSpeed, Megatron-LM, TensorFlow)",
 		Long: `export reads PLAN, a plan written by opplace plan --out (JSON or YAML), and
 writes what a training runtime consumes to launch it. Targets:
 
@@ -40,7 +40,11 @@ of a model exported by torch.onnx, whose op names carry module paths; module
 paths become PyTorch module names by the rule in docs/export.md.
 tf-device-map takes any plan but a tensor-parallel one; rank-map and
 hostfile take any plan; deepspeed-config takes data-parallel and pipelined
-plans on one device type.
+plans on one device type; megatron takes training plans of uniform stages
+(one replica count, tensor degree, ZeRO level and micro-batch size) on one
+device type, pipelines cut between transformer layers; torch takes
+single-stage training plans (dp, tensor) and points pipelines to
+torch-pipelining.
 
 Without --out the artefact goes to stdout; with --out it is written to a
 temporary beside FILE and renamed into place, and may not be the plan itself.
@@ -53,6 +57,11 @@ A plan the target cannot express is exit 2, with what to replan.`,
   opplace export plan.json --to rank-map --out ranks.json
   opplace export plan.json --to hostfile --out hostfile
   opplace export plan.json --to deepspeed-config --out ds_config.json
+
+  # Megatron-LM's arguments, and PyTorch's DDP/FSDP/tensor-parallel settings
+  opplace export plan.json --to megatron --out megatron.args
+  torchrun ... pretrain_gpt.py $(grep -v '^#' megatron.args) MODEL_ARGS
+  opplace export plan.json --to torch --out torch_plan.py
 
   # Every op's TensorFlow device string, on stdout
   opplace export plan.json --to tf-device-map

@@ -2,15 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/export"
+	"github.com/opplace/opplace/internal/runtimetest"
 	"github.com/opplace/opplace/plan"
 )
 
@@ -74,6 +77,44 @@ func python3(t *testing.T, script string, stdin []byte) string {
 
 var splitKey = regexp.MustCompile(`(?m)^    "([^"]+)": SplitPoint\.BEGINNING,`)
 
+// lmBlock is the number of the block an op of gen_models.py's LM is in.
+var lmBlock = regexp.MustCompile(`^/blocks/blocks\.([0-9]+)/`)
+
+// megatronSplits says whether Megatron-LM's arguments args place counts[s]
+// transformer layers on stage s: an even split by default, the first and
+// last stages' layers and the rest evenly, or a layout.
+func megatronSplits(args map[string]string, counts []int) bool {
+	n := len(counts)
+	if layout, ok := args["--pipeline-model-parallel-layout"]; ok {
+		stages := strings.Split(strings.Trim(layout, "EL"), "|")
+		got := make([]int, len(stages))
+		for i, st := range stages {
+			got[i] = len(st)
+		}
+		return slices.Equal(got, counts)
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	want := make([]int, n)
+	rest, middle := total, n
+	first, err1 := strconv.Atoi(args["--decoder-first-pipeline-num-layers"])
+	last, err2 := strconv.Atoi(args["--decoder-last-pipeline-num-layers"])
+	if err1 == nil {
+		want[0], rest, middle = first, rest-first, middle-1
+	}
+	if err2 == nil {
+		want[n-1], rest, middle = last, rest-last, middle-1
+	}
+	for i := range want {
+		if (i > 0 || err1 != nil) && (i < n-1 || err2 != nil) {
+			want[i] = rest / middle
+		}
+	}
+	return slices.Equal(want, counts)
+}
+
 // TestExportRealPlans plans GPT-2 small and BERT-base as pipelines on four
 // V100s and exports every target.
 func TestExportRealPlans(t *testing.T) {
@@ -97,6 +138,14 @@ func TestExportRealPlans(t *testing.T) {
 			for _, target := range export.Names() {
 				t.Run(target, func(t *testing.T) {
 					out := filepath.Join(dir, target+".out")
+					if target == "torch" {
+						// Pipelines are torch-pipelining's.
+						code, _, stderr := invoke(t, "export", path, "--to", target, "--out", out)
+						if code != exitInvalid || !strings.Contains(stderr, "--to torch-pipelining") {
+							t.Errorf("exit %d, stderr %q", code, stderr)
+						}
+						return
+					}
 					code, stdout, stderr := invoke(t, "export", path, "--to", target, "--out", out)
 					if code != 0 || stdout != "" || stderr != "" {
 						t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -170,6 +219,37 @@ func TestExportRealPlans(t *testing.T) {
 							t.Errorf("partition_method %q", spec.Method)
 						}
 						python3(t, "import json,sys; json.load(sys.stdin)", data)
+					case "megatron":
+						world := 0
+						for _, st := range p.Stages {
+							world += len(st.Devices)
+						}
+						args := runtimetest.Megatron(t, "../../testdata/runtimes", data, world)
+						if args["--pipeline-model-parallel-size"] != fmt.Sprint(S) || args["--num-layers"] != "12" || args["--global-batch-size"] != fmt.Sprint(p.Batch) {
+							t.Errorf("arguments %v for %d stages of %s", args, S, m.model)
+						}
+						// The stages' blocks, as the plan cuts them.
+						var counts []int
+						for _, st := range p.Stages {
+							lo, hi := -1, -1
+							for _, op := range st.Ops {
+								if b := lmBlock.FindStringSubmatch(op); b != nil {
+									n, _ := strconv.Atoi(b[1])
+									if lo < 0 || n < lo {
+										lo = n
+									}
+									hi = max(hi, n)
+								}
+							}
+							if lo < 0 {
+								counts = append(counts, 0)
+							} else {
+								counts = append(counts, hi-lo+1)
+							}
+						}
+						if !megatronSplits(args, counts) {
+							t.Errorf("the stages hold %v blocks; Megatron-LM is told\n%s", counts, data)
+						}
 					case "tf-device-map":
 						var devs map[string]string
 						if err := json.Unmarshal(data, &devs); err != nil {
@@ -188,6 +268,53 @@ func TestExportRealPlans(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestExportLaunchTargets plans GPT-2 small with the tensor and dp
+// strategies on 8xA100-2host and 4xV100 and checks the megatron and torch
+// artefacts against Megatron-LM's and PyTorch's definitions
+// (testdata/runtimes) and the torch tensor-parallel plan's modules
+// against the model: each an nn.Linear of gen_models.py's LM (Block's
+// qkv, proj, fc1, fc2; LM's head) that the model's op names enter.
+func TestExportLaunchTargets(t *testing.T) {
+	lmLinear := regexp.MustCompile(`^(blocks\.([0-9]|1[01])\.(qkv|proj|fc1|fc2)|head)$`)
+	mods := modelModules(t, "gpt2_small.onnx", "--dim", "batch=8")
+	for _, cluster := range []string{"8xA100-2host.yaml", "4xV100.yaml"} {
+		for _, strategy := range []string{"tensor", "dp"} {
+			t.Run(strings.TrimSuffix(cluster, ".yaml")+"/"+strategy, func(t *testing.T) {
+				path, p := exportPlan(t, t.TempDir(), "gpt2_small.onnx", cluster, "--dim", "batch=8", "--strategy", strategy)
+				st := p.Stages[0]
+				if len(p.Stages) != 1 || strategy == "tensor" && st.TensorParallel < 2 {
+					t.Fatalf("%d stages, tensor degree %d", len(p.Stages), st.TensorParallel)
+				}
+				tp := max(st.TensorParallel, 1)
+				code, args, stderr := invoke(t, "export", path, "--to", "megatron")
+				if code != 0 {
+					t.Fatalf("megatron: exit %d: %s", code, stderr)
+				}
+				got := runtimetest.Megatron(t, "../../testdata/runtimes", []byte(args), len(st.Devices))
+				if got["--tensor-model-parallel-size"] != fmt.Sprint(tp) || got["--micro-batch-size"] != fmt.Sprint(st.MicroBatchSize) || got["--global-batch-size"] != "8" {
+					t.Errorf("megatron arguments %v for tensor %d, micro-batch %d", got, tp, st.MicroBatchSize)
+				}
+				code, py, stderr := invoke(t, "export", path, "--to", "torch")
+				if code != 0 {
+					t.Fatalf("torch: exit %d: %s", code, stderr)
+				}
+				python3(t, "import ast,sys; ast.parse(sys.stdin.read())", []byte(py))
+				vars := runtimetest.TorchVars(t, []byte(py))
+				runtimetest.Torch(t, "../../testdata/runtimes", vars)
+				plan, _ := vars["tp_plan"].(map[string]any)
+				for name := range plan {
+					if !mods[name] || !lmLinear.MatchString(name) {
+						t.Errorf("tp_plan names %q, no nn.Linear of gpt2_small", name)
+					}
+				}
+				if strategy == "tensor" && len(plan) == 0 {
+					t.Errorf("a tensor-parallel plan with an empty tp_plan:\n%s", py)
+				}
+			})
+		}
 	}
 }
 
@@ -210,7 +337,7 @@ func TestExportErrors(t *testing.T) {
 		{"single stage, deepspeed", []string{single, "--to", "deepspeed"}, []string{single + ": the plan has one stage"}},
 		{"op cuts", []string{opCuts, "--to", "torch-pipelining"}, []string{opCuts + ": stage 1 starts inside module blocks.", "plan without --op-cuts"}},
 		{"op cuts, deepspeed", []string{opCuts, "--to", "deepspeed"}, []string{"starts inside module", "plan without --op-cuts"}},
-		{"unknown target", []string{opCuts, "--to", "onnx"}, []string{`unknown export target "onnx"`, "deepspeed deepspeed-config hostfile rank-map tf-device-map torch-pipelining"}},
+		{"unknown target", []string{opCuts, "--to", "onnx"}, []string{`unknown export target "onnx"`, "deepspeed deepspeed-config hostfile megatron rank-map tf-device-map torch torch-pipelining"}},
 		{"no target", []string{opCuts}, []string{"--to TARGET is required"}},
 		{"corrupt plan", []string{corrupt, "--to", "deepspeed"}, []string{corrupt + ": not a valid JSON plan"}},
 		{"missing plan", []string{filepath.Join(dir, "none.json"), "--to", "tf-device-map"}, []string{"none.json: cannot read the plan"}},
@@ -245,9 +372,10 @@ func TestExportErrors(t *testing.T) {
 	}
 }
 
-// TestExportDocExample runs the example of docs/export.md and checks the
-// page shows what export writes: the whole torch-pipelining file, and the
-// deepspeed document up to where the page cuts it short.
+// TestExportDocExample runs the examples of docs/export.md and checks the
+// page shows what export writes: the whole torch-pipelining, megatron and
+// deepspeed-config files, and the deepspeed, rank-map and torch documents
+// but where the page cuts them short.
 func TestExportDocExample(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/export.md")
 	if err != nil {
@@ -281,6 +409,11 @@ func TestExportDocExample(t *testing.T) {
 	if got := shown("deepspeed"); !strings.HasPrefix(got, want) {
 		t.Errorf("docs/export.md's deepspeed example is out of date; export writes:\n%s", got)
 	}
+	// megatron: the pipeline plan, whole (its last stage holds no block:
+	// a layout).
+	if got, want := shown("megatron"), block("megatron", "text"); got != want {
+		t.Errorf("docs/export.md's megatron example is out of date; export writes:\n%s", got)
+	}
 	// deepspeed-config: a data-parallel plan under ZeRO-2 and bf16, whole.
 	path, _ = exportPlan(t, dir, "gpt2_small.onnx", "8xA100-2host.yaml", "--dim", "batch=32", "--strategy", "dp", "--precision", "amp-bf16", "--zero", "zero2")
 	if got, want := shown("deepspeed-config"), block("deepspeed-config", "json"); got != want {
@@ -291,6 +424,12 @@ func TestExportDocExample(t *testing.T) {
 	head, tail, _ := strings.Cut(block("rank-map and hostfile", "json"), "    ...\n  ],\n")
 	if got := shown("rank-map"); !strings.HasPrefix(got, head) || !strings.HasSuffix(got, tail) {
 		t.Errorf("docs/export.md's rank-map example is out of date; export writes:\n%s", got)
+	}
+	// torch: the same tensor-parallel plan, the page leaving most of
+	// tp_plan out.
+	head, tail, _ = strings.Cut(block("torch", "python"), "    ...\n")
+	if got := shown("torch"); !strings.HasPrefix(got, head) || !strings.HasSuffix(got, tail) {
+		t.Errorf("docs/export.md's torch example is out of date; export writes:\n%s", got)
 	}
 }
 
