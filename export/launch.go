@@ -37,10 +37,10 @@ type launch struct {
 func launchShape(p *plan.Plan, o Options, runtime string) (*launch, error) {
 	src := o.source()
 	if p.Mode != "" && p.Mode != "train" {
-		return nil, errorf(Invalid, "%s: mode %q: %s takes a training plan (plan with --mode train)", src, p.Mode, runtime)
+		return nil, errorf(Invalid, "%s: mode %q: %s takes a training plan (plan the training step, not inference)", src, p.Mode, runtime)
 	}
 	if p.Batch <= 0 {
-		return nil, errorf(Invalid, "%s: batch: the plan's batch is unknown, and %s needs the global and micro-batch sizes (plan a model whose inputs have a batch dimension, or with --batch)", src, runtime)
+		return nil, errorf(Invalid, "%s: batch: the plan's batch is unknown, and %s needs the global and micro-batch sizes (plan a model whose inputs have a batch dimension, or bind its batch)", src, runtime)
 	}
 	if len(p.Stages) == 0 {
 		return nil, errorf(Invalid, "%s: stages: the plan has none", src)
@@ -61,7 +61,7 @@ func launchShape(p *plan.Plan, o Options, runtime string) (*launch, error) {
 			if fam == "" {
 				fam = "placement or hybrid"
 			}
-			return nil, errorf(Invalid, "%s: stages[%d].replica_devices: a replica spans %d devices placed op by op (a %s plan), and %s runs a replica as whole layers on tensor-parallel groups: plan with --strategy dp, tensor or pipeline", src, st.Index, len(st.ReplicaDevices[0]), fam, runtime)
+			return nil, errorf(Invalid, "%s: stages[%d].replica_devices: a replica spans %d devices placed op by op (a %s plan), and %s runs a replica as whole layers on tensor-parallel groups: plan with the dp, tensor or a pipeline strategy", src, st.Index, len(st.ReplicaDevices[0]), fam, runtime)
 		case st.Replicas != first.Replicas:
 			return nil, errorf(Invalid, "%s: stages[%d].replicas: %d against stage 0's %d: %s runs every stage on the same data-parallel degree (replan, or run the stages without their replicas)", src, st.Index, st.Replicas, first.Replicas, runtime)
 		case tp(st) != tp(first):
@@ -69,7 +69,7 @@ func launchShape(p *plan.Plan, o Options, runtime string) (*launch, error) {
 		case st.Sharding != first.Sharding:
 			return nil, errorf(Invalid, "%s: stages[%d].sharding: %q against stage 0's %q: %s takes one ZeRO level for the whole model", src, st.Index, st.Sharding, first.Sharding, runtime)
 		case st.Recompute != first.Recompute:
-			return nil, errorf(Invalid, "%s: stages[%d].recompute: only some stages recompute, and %s recomputes all layers or none (plan with --recompute all or none)", src, st.Index, runtime)
+			return nil, errorf(Invalid, "%s: stages[%d].recompute: only some stages recompute, and %s recomputes all layers or none (plan with recomputation in every stage or in none)", src, st.Index, runtime)
 		case st.MicroBatchSize <= 0:
 			return nil, errorf(Invalid, "%s: stages[%d].micro_batch_size: missing: the plan predates whole micro-batches; plan again", src, st.Index)
 		case st.MicroBatchSize != first.MicroBatchSize:

@@ -94,7 +94,7 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 		arg("--use-megatron-fsdp", "")
 		arg("--data-parallel-sharding-strategy", "optim_grads")
 		arg("--ckpt-format", "fsdp_dtensor")
-		note("ZeRO-2:   Megatron-FSDP's optim_grads shards the optimizer state and gradients, not the weights (it needs --ckpt-format fsdp_dtensor); Megatron-LM without Megatron-FSDP has no ZeRO-2: plan with --zero zero1 for --use-distributed-optimizer")
+		note("ZeRO-2:   Megatron-FSDP's optim_grads shards the optimizer state and gradients, not the weights (it needs --ckpt-format fsdp_dtensor); Megatron-LM without Megatron-FSDP has no ZeRO-2: plan with ZeRO-1 for --use-distributed-optimizer")
 	}
 	if l.DP > 1 {
 		arg("--overlap-grad-reduce", "")
@@ -128,7 +128,7 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 	case "tp-pp-dp":
 		arg("--use-tp-pp-dp-mapping", "")
 	case "":
-		note("ranks:    Megatron-LM numbers its groups tensor first, then data, then pipeline, and the plan's ranks (export --to rank-map) hold other places: the same parallelism on other devices, which the prediction did not time")
+		note("ranks:    Megatron-LM numbers its groups tensor first, then data, then pipeline, and the plan's ranks (the rank-map target) hold other places: the same parallelism on other devices, which the prediction did not time")
 	}
 	switch {
 	case l.TP > 1 && l.Sharding == "zero2":
@@ -191,7 +191,7 @@ func megatronLayers(p *plan.Plan, o Options, l *launch, b *blocks) ([]int, error
 		return []int{len(b.Names)}, nil
 	}
 	if b == nil {
-		return nil, errorf(Invalid, "%s: stages: the model has no repeated layers (numbered modules such as blocks.0 in one container), and Megatron-LM splits transformer layers over pipeline stages: plan without pipeline stages (--strategy dp or tensor)", src)
+		return nil, errorf(Invalid, "%s: stages: the model has no repeated layers (numbered modules such as blocks.0 in one container), and Megatron-LM splits transformer layers over pipeline stages: plan without pipeline stages (the dp or tensor strategy)", src)
 	}
 	c, err := moduleCuts(p, o, "megatron")
 	if err != nil {

@@ -249,7 +249,7 @@ func TestTorchLaunch(t *testing.T) {
 		p    *plan.Plan
 		want string
 	}{
-		{"pipeline", blockPlan([]int{2, 2}, 1), "stages: the plan has 2 pipeline stages: export --to torch-pipelining"},
+		{"pipeline", blockPlan([]int{2, 2}, 1), "stages: the plan has 2 pipeline stages: the torch-pipelining target"},
 		{"placement in a replica", launchPlan(16, 1, []int{2}, []int{2}, false), "stages[0].replica_devices"},
 		{"inference", tensor(func(p *plan.Plan) { p.Mode = "infer" }), `mode "infer"`},
 		{"batch unknown", tensor(func(p *plan.Plan) { p.Batch = 0 }), "batch: the plan's batch is unknown"},

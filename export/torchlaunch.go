@@ -39,14 +39,14 @@ const masterPort = 29500
 func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	src := o.source()
 	if n := len(p.Stages); n > 1 {
-		return errorf(Invalid, "%s: stages: the plan has %d pipeline stages: export --to torch-pipelining writes their split_spec and schedule (and --to rank-map where each rank runs); the torch target writes single-stage plans (dp, tensor)", src, n)
+		return errorf(Invalid, "%s: stages: the plan has %d pipeline stages: the torch-pipelining target writes their split_spec and schedule (and the rank-map target where each rank runs); the torch target writes single-stage plans (dp, tensor)", src, n)
 	}
 	l, err := launchShape(p, o, torchRuntime)
 	if err != nil {
 		return err
 	}
 	if l.TP > 1 && l.Sharding == "zero1" {
-		return errorf(Invalid, "%s: stages[0].sharding: zero1 with tensor_parallel %d: torch's ZeroRedundancyOptimizer shards plain tensors, not the DTensors parallelize_module makes: plan with --zero none or zero2 (FSDP SHARD_GRAD_OP over the mesh's dp dimension)", src, l.TP)
+		return errorf(Invalid, "%s: stages[0].sharding: zero1 with tensor_parallel %d: torch's ZeroRedundancyOptimizer shards plain tensors, not the DTensors parallelize_module makes: plan without sharding or with ZeRO-2 (FSDP SHARD_GRAD_OP over the mesh's dp dimension)", src, l.TP)
 	}
 	rm, err := BuildRankMap(p, o)
 	if err != nil {
@@ -87,18 +87,18 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 			case !ok:
 				continue
 			case lin.Type == "Conv":
-				return errorf(Invalid, "%s: ops[%d].shard: %s (%s) is split by %s, and torch.distributed.tensor.parallel's ColwiseParallel and RowwiseParallel split nn.Linear and nn.Embedding only: plan with --tensor-parallel none", src, lin.Index, lin.Op, lin.Type, lin.Shard)
+				return errorf(Invalid, "%s: ops[%d].shard: %s (%s) is split by %s, and torch.distributed.tensor.parallel's ColwiseParallel and RowwiseParallel split nn.Linear and nn.Embedding only: plan without tensor parallelism", src, lin.Index, lin.Op, lin.Type, lin.Shard)
 			case !lin.Param:
-				return errorf(Invalid, "%s: ops[%d].shard: %s is split by %s, but its weight is no parameter of module %s (the plan updates none), and a parallel style splits an nn.Linear's own weight: plan with --tensor-parallel none", src, lin.Index, lin.Op, lin.Shard, lin.FQN)
+				return errorf(Invalid, "%s: ops[%d].shard: %s is split by %s, but its weight is no parameter of module %s (the plan updates none), and a parallel style splits an nn.Linear's own weight: plan without tensor parallelism", src, lin.Index, lin.Op, lin.Shard, lin.FQN)
 			}
 			if prev, dup := byModule[lin.FQN]; dup {
-				return errorf(Invalid, "%s: ops[%d].shard: module %s holds two split matmuls (%s by %s, %s by %s), and a parallel style splits one nn.Linear: plan with --tensor-parallel none", src, lin.Index, lin.FQN, prev.Op, prev.Shard, lin.Op, lin.Shard)
+				return errorf(Invalid, "%s: ops[%d].shard: module %s holds two split matmuls (%s by %s, %s by %s), and a parallel style splits one nn.Linear: plan without tensor parallelism", src, lin.Index, lin.FQN, prev.Op, prev.Shard, lin.Op, lin.Shard)
 			}
 			byModule[lin.FQN] = lin
 			tpPlan = append(tpPlan, entry{lin.FQN, style[0], lin.Op + " " + lin.Shard})
 		}
 		if len(tpPlan) == 0 {
-			return errorf(Invalid, "%s: ops[].shard: no matmul of a weight is split by column or row, so the tensor-parallel plan would be empty: plan with --tensor-parallel none", src)
+			return errorf(Invalid, "%s: ops[].shard: no matmul of a weight is split by column or row, so the tensor-parallel plan would be empty: plan without tensor parallelism", src)
 		}
 	}
 	units := unitModules(p)

@@ -141,7 +141,7 @@ func TestExportRealPlans(t *testing.T) {
 					if target == "torch" {
 						// Pipelines are torch-pipelining's.
 						code, _, stderr := invoke(t, "export", path, "--to", target, "--out", out)
-						if code != exitInvalid || !strings.Contains(stderr, "--to torch-pipelining") {
+						if code != exitInvalid || !strings.Contains(stderr, "the torch-pipelining target") {
 							t.Errorf("exit %d, stderr %q", code, stderr)
 						}
 						return
