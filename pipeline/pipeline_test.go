@@ -80,15 +80,16 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"bad mode", func() pipeline.Options { o := opts("vgg16", "4xV100", nil); o.Mode = "fly"; return o }(), true, false},
 		{"bad optimizer", func() pipeline.Options { o := opts("vgg16", "4xV100", nil); o.Optimizer = "lion"; return o }(), true, false},
 		{"unbound dimension", opts("bert_base", "4xV100", nil), true, false},
-		// With 5 GiB of each V100-16GB reserved (11 GiB left) no plan
-		// fits without recomputation (the leanest, tensor-parallel,
-		// peaks at 12.25 GiB; none fits in 13 GiB); with recomputation a
-		// 4-stage pipeline fits (8.64 GiB; docs/plan-space.md), and
-		// tensor parallelism with ZeRO-2 (9.78 GiB).
+		// With 7 GiB of each V100-16GB reserved (9 GiB left) no plan
+		// fits without recomputation; with 5 GiB reserved one group of
+		// four tensor-parallel V100s accumulating gradients over 4
+		// micro-batches does (since the one-stage tensor plan
+		// accumulates), and with recomputation in 9 GiB tensor
+		// parallelism fits (6.88 GiB per V100, 1,468.6 ms).
 		{"gpt2_xl training on one host of V100s without recomputation", func() pipeline.Options {
 			o := opts("gpt2_xl", "4xV100", map[string]int64{"batch": 4})
 			o.Strategies.Recompute = strategy.RecomputeNone
-			reserve, err := constraint.ParseFlag(constraint.Reserve, "*=5GiB")
+			reserve, err := constraint.ParseFlag(constraint.Reserve, "*=7GiB")
 			if err != nil {
 				t.Fatal(err)
 			}
