@@ -48,6 +48,9 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 		return errorf(Invalid, "%s: batch: %d is not a multiple of micro-batch size %d x data-parallel size %d, as Megatron-LM's --global-batch-size must be; is the plan file edited?", src, p.Batch, l.MicroBatch, l.DP)
 	}
 	b := modelBlocks(p)
+	if err := transformerLayers(p, b, src); err != nil {
+		return err
+	}
 	layers, err := megatronLayers(p, o, l, b)
 	if err != nil {
 		return err
@@ -343,4 +346,33 @@ func tensorSplits(p *plan.Plan) string {
 		msg += ", where Megatron-LM runs its own split (" + strings.Join(other, ", ") + ", ...)"
 	}
 	return msg
+}
+
+// transformerLayers refuses a model Megatron-LM's training scripts do not
+// build: they stack transformer layers, so the model's repeated modules,
+// when its op names show them, must each hold attention (a Softmax among
+// their forward ops), as GPT-2's and BERT's blocks do and ResNet-50's
+// bottlenecks and GNMT's LSTM layers do not. A model whose op names show
+// no repeated modules is not refused: its layers are the user's to give.
+func transformerLayers(p *plan.Plan, b *blocks, src string) error {
+	if b == nil {
+		return nil
+	}
+	attention := map[string]bool{}
+	for _, op := range p.Ops {
+		if op.Phase != "forward" || op.Type != "Softmax" {
+			continue
+		}
+		if path := modulePath(op.Name); path != "" {
+			if c, blk := blockOf(FQN(path)); c == b.Container && blk != "" {
+				attention[blk] = true
+			}
+		}
+	}
+	for _, blk := range b.Names {
+		if !attention[blk] {
+			return errorf(Invalid, "%s: ops: the model's repeated layers (%s .. %s) are no transformer layers: %s holds no attention (no Softmax among its forward ops), and Megatron-LM builds a stack of transformer layers: export to the torch or deepspeed-config target", src, b.Names[0], b.Names[len(b.Names)-1], blk)
+		}
+	}
+	return nil
 }

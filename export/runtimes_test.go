@@ -32,7 +32,7 @@ func blockPlan(counts []int, replicas int) *plan.Plan {
 			names = append(names, "/tok/Gather")
 		}
 		for range n {
-			names = append(names, fmt.Sprintf("/blocks/blocks.%d/qkv/MatMul", next), fmt.Sprintf("/blocks/blocks.%d/fc2/MatMul", next))
+			names = append(names, fmt.Sprintf("/blocks/blocks.%d/qkv/MatMul", next), fmt.Sprintf("/blocks/blocks.%d/Softmax", next), fmt.Sprintf("/blocks/blocks.%d/fc2/MatMul", next))
 			next++
 		}
 		if s == len(counts)-1 {
@@ -40,7 +40,11 @@ func blockPlan(counts []int, replicas int) *plan.Plan {
 		}
 		for _, name := range names {
 			stage := s
-			op := plan.Op{Name: name, Type: "MatMul", Phase: "forward", Device: st.Devices[0]}
+			typ := "MatMul"
+			if strings.HasSuffix(name, "/Softmax") {
+				typ = "Softmax"
+			}
+			op := plan.Op{Name: name, Type: typ, Phase: "forward", Device: st.Devices[0]}
 			if len(counts) > 1 {
 				op.Stage = &stage
 			}
@@ -144,11 +148,19 @@ func TestMegatron(t *testing.T) {
 		{"some stages recompute", blockPlan([]int{2, 2}, 1), func(p *plan.Plan) { p.Stages[1].Recompute = true }, "stages[1].recompute: only some stages recompute"},
 		{"different ZeRO levels", blockPlan([]int{2, 2}, 2), func(p *plan.Plan) { p.Stages[1].Sharding = "zero1" }, "stages[1].sharding"},
 		{"no blocks to split", launchPlan(16, 2, []int{1, 1}, []int{1, 1}, false), nil, "stages: the model has no repeated layers"},
+		// ResNet-50's bottlenecks and GNMT's LSTM layers repeat too, but
+		// hold no attention: Megatron-LM builds no such model.
+		{"blocks without attention", blockPlan([]int{4}, 2), func(p *plan.Plan) {
+			p.Ops = slices.DeleteFunc(p.Ops, func(o plan.Op) bool { return o.Type == "Softmax" })
+			for i := range p.Stages {
+				p.Stages[i].Ops = slices.DeleteFunc(p.Stages[i].Ops, func(n string) bool { return strings.HasSuffix(n, "/Softmax") })
+			}
+		}, "ops: the model's repeated layers (blocks.0 .. blocks.3) are no transformer layers: blocks.0 holds no attention"},
 		{"a module before the blocks on stage 1", blockPlan([]int{0, 2}, 1), func(p *plan.Plan) {
 			insertOp(p, 1, 1, "/drop/Add")
 			p.Stages[1].FirstOp, p.Stages[1].FirstModule = "/drop/Add", "/drop/"
 		}, "stages[1]: module drop comes before the first transformer layer but is not in stage 0"},
-		{"a module between blocks", blockPlan([]int{2, 2}, 1), func(p *plan.Plan) { insertOp(p, 1, 7, "/mid/Add") }, "stages[1]: module mid sits between transformer layers"},
+		{"a module between blocks", blockPlan([]int{2, 2}, 1), func(p *plan.Plan) { insertOp(p, 1, 10, "/mid/Add") }, "stages[1]: module mid sits between transformer layers"},
 		{"cut inside a block", blockPlan([]int{2, 2, 2}, 1), func(p *plan.Plan) {
 			// blocks.3's fc2 moved to stage 2: stage 2 starts at blocks.3.fc2.
 			p.Stages[1].Ops = slices.DeleteFunc(p.Stages[1].Ops, func(n string) bool { return n == "/blocks/blocks.3/fc2/MatMul" })
