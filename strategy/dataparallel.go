@@ -92,8 +92,6 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 	return out, nil
 }
 
-// replicate is the plan running every op on devs[0], replicated on each
-// of devs, with m micro-batches of gradient accumulation.
 // accumulationSteps are the micro-batch counts dp tries on r replicas,
 // fewest first: each splits a replica's share of the batch into whole
 // samples, down to one sample per micro-batch (partition.MicroBatchCounts
@@ -106,6 +104,8 @@ func accumulationSteps(batch int64, r int) []int {
 	return partition.MicroBatchCounts(share, int(min(share, 1<<30)))
 }
 
+// replicate is the plan running every op on devs[0], replicated on each
+// of devs, with m micro-batches of gradient accumulation.
 func replicate(p *Problem, devs []int, m int) *sim.Plan {
 	n := len(p.Graph.Ops)
 	pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, n)}, MicroBatches: m}
