@@ -31,8 +31,8 @@ func memBefore(a, b memEvent) bool {
 // engine's current time is counted at once; one dated later (a transfer
 // that waits for its channel allocates its copy when it starts) waits in
 // memPending until the engine's clock reaches it. So no log of the step's
-// changes is kept (on a 200,000-op graph over 16 micro-batches it took
-// 100 MB and a sort).
+// changes is kept (32 bytes a change, sorted at the end: on a 200,000-op
+// chain at 4 micro-batches, 800,000 op runs, tens of megabytes a run).
 type memory struct {
 	clock      float64 // the engine's current time
 	inUse      []int64 // per device
