@@ -116,23 +116,29 @@ func (deepSpeed) Export(w io.Writer, p *plan.Plan, o Options) error {
 	if len(c.Stages) > 0 && !slices.ContainsFunc(c.Stages, func(st plan.Stage) bool { return !st.Recompute }) {
 		spec.ActivationCheckpointInterval = 1
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(spec); err != nil {
-		return err
-	}
-	_, err = w.Write(scalarArray.ReplaceAllFunc(b.Bytes(), func(m []byte) []byte {
-		fields := bytes.Fields(m[1 : len(m)-1])
-		return append(append([]byte("["), bytes.Join(fields, []byte(" "))...), ']')
-	}))
-	return err
+	return writeJSON(w, spec)
 }
 
 // scalarArray matches an indented JSON array of numbers and strings
 // without spaces, brackets or braces, which deepspeed writes on one line.
 var scalarArray = regexp.MustCompile(`\[\n(?:[ ]*[^\s\[\]{}]+\n)+[ ]*\]`)
+
+// writeJSON writes v as the JSON targets write: indented by two spaces,
+// HTML characters unescaped, and each array of scalars on one line.
+func writeJSON(w io.Writer, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(scalarArray.ReplaceAllFunc(b.Bytes(), func(m []byte) []byte {
+		fields := bytes.Fields(m[1 : len(m)-1])
+		return append(append([]byte("["), bytes.Join(fields, []byte(" "))...), ']')
+	}))
+	return err
+}
 
 // uniformParts is DeepSpeed's partition_uniform(n, stages): the older
 // releases put the remainder in the last stage, the newer (residual)

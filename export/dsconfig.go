@@ -1,10 +1,7 @@
 package export
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/opplace/opplace/plan"
@@ -73,63 +70,27 @@ type dsSource struct {
 
 func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 	src := o.source()
-	if p.Mode != "" && p.Mode != "train" {
-		return errorf(Invalid, "%s: mode %q: a DeepSpeed training configuration needs a plan of a training step, not of inference", src, p.Mode)
+	// A training plan of uniform stages, as every launcher takes; then
+	// what DeepSpeed alone cannot run.
+	l, err := launchShape(p, o, "DeepSpeed")
+	if err != nil {
+		return err
 	}
-	if p.Batch <= 0 {
-		return errorf(Invalid, "%s: batch: the plan's batch is unknown, and DeepSpeed needs train_batch_size (plan a model whose inputs have a batch dimension)", src)
+	if l.TP > 1 {
+		return errorf(Invalid, "%s: stages[0].tensor_parallel: %d: DeepSpeed alone has no tensor parallelism (Megatron-DeepSpeed or torch's tensor parallel runs it); the rank-map target says which rank holds which shard", src, l.TP)
 	}
-	if len(p.Stages) == 0 {
-		return errorf(Invalid, "%s: stages: the plan has none", src)
+	if len(l.Types) > 1 {
+		return errorf(Invalid, "%s: devices: the plan runs on %s, and DeepSpeed assumes one device type", src, strings.Join(l.Types, " and "))
 	}
-	var types []string
-	for _, d := range p.Devices {
-		if d.Ops > 0 && !slices.Contains(types, d.Type) {
-			types = append(types, d.Type)
-		}
-	}
-	first := p.Stages[0]
-	for _, st := range p.Stages {
-		switch {
-		case st.TensorParallel > 1:
-			return errorf(Invalid, "%s: stages[%d].tensor_parallel: %d: DeepSpeed alone has no tensor parallelism (Megatron-DeepSpeed or torch's tensor parallel runs it); the rank-map target says which rank holds which shard", src, st.Index, st.TensorParallel)
-		case len(st.ReplicaDevices) > 0:
-			return errorf(Invalid, "%s: stages[%d].replica_devices: a replica spans %d devices placed op by op, and DeepSpeed runs a replica's stage on one device", src, st.Index, len(st.ReplicaDevices[0]))
-		case st.Replicas != first.Replicas:
-			return errorf(Invalid, "%s: stages[%d].replicas: %d against stage 0's %d: DeepSpeed's pipeline runs every stage on the same data-parallel degree", src, st.Index, st.Replicas, first.Replicas)
-		case st.Sharding != first.Sharding:
-			return errorf(Invalid, "%s: stages[%d].sharding: %q against stage 0's %q: DeepSpeed takes one ZeRO stage for the whole model", src, st.Index, st.Sharding, first.Sharding)
-		case st.Recompute != first.Recompute:
-			return errorf(Invalid, "%s: stages[%d].recompute: only some stages recompute, and DeepSpeed's configuration checkpoints all or none (checkpoint those stages' layers by hand)", src, st.Index)
-		case st.MicroBatchSize <= 0:
-			return errorf(Invalid, "%s: stages[%d].micro_batch_size: missing: the plan predates whole micro-batches; plan again", src, st.Index)
-		}
-	}
-	if len(types) > 1 {
-		return errorf(Invalid, "%s: devices: the plan runs on %s, and DeepSpeed assumes one device type", src, strings.Join(types, " and "))
-	}
-	zero := 0
-	switch first.Sharding {
-	case "":
-	case "zero1":
-		zero = 1
-	case "zero2":
-		zero = 2
-	default:
-		return errorf(Invalid, "%s: stages[0].sharding: %q is no ZeRO level DeepSpeed has", src, first.Sharding)
-	}
-	if len(p.Stages) > 1 && zero > 1 {
-		return errorf(Invalid, "%s: stages[0].sharding: zero2 with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with ZeRO-1 or without sharding)", src, len(p.Stages))
-	}
-	mb := max(p.MicroBatches, 1)
-	if first.MicroBatchSize*int64(mb)*int64(first.Replicas) != p.Batch {
-		return errorf(Invalid, "%s: stages[0].micro_batch_size: %d x %d micro-batches x %d replicas is not the batch of %d", src, first.MicroBatchSize, mb, first.Replicas, p.Batch)
+	zero := map[string]int{"": 0, "zero1": 1, "zero2": 2}[l.Sharding]
+	if l.PP > 1 && zero > 1 {
+		return errorf(Invalid, "%s: stages[0].sharding: zero2 with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with ZeRO-1 or without sharding)", src, l.PP)
 	}
 	cfg := dsConfig{
-		TrainBatchSize: p.Batch, TrainMicroBatchSizePerGPU: first.MicroBatchSize, GradientAccumulationSteps: mb,
+		TrainBatchSize: p.Batch, TrainMicroBatchSizePerGPU: l.MicroBatch, GradientAccumulationSteps: l.Accum,
 		ZeroOptimization: dsZero{Stage: zero, ReduceScatter: zero == 2, OverlapComm: true, ContiguousGradients: true},
 		Opplace: dsSource{Plan: src, Model: p.Model, Strategy: p.Strategy, Precision: p.Precision, PredictedMS: p.PredictedStepMS,
-			Stages: len(p.Stages), DataParallel: first.Replicas},
+			Stages: l.PP, DataParallel: l.DP},
 	}
 	if bucket := medianBucket(p, 0); bucket > 0 {
 		cfg.ZeroOptimization.ReduceBucketSize = (bucket + 3) / 4
@@ -141,16 +102,8 @@ func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 	case "amp-fp16":
 		cfg.FP16 = &dsEnabled{true}
 	}
-	if first.Recompute {
+	if l.Recompute {
 		cfg.ActivationCheckpointing = &dsCheckpointing{}
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(cfg); err != nil {
-		return err
-	}
-	_, err := w.Write(b.Bytes())
-	return err
+	return writeJSON(w, cfg)
 }

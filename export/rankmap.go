@@ -2,7 +2,6 @@ package export
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -211,18 +210,7 @@ func (rankMapTarget) Export(w io.Writer, p *plan.Plan, o Options) error {
 	if err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rm); err != nil {
-		return err
-	}
-	_, err = w.Write(scalarArray.ReplaceAllFunc(b.Bytes(), func(m []byte) []byte {
-		fields := bytes.Fields(m[1 : len(m)-1])
-		return append(append([]byte("["), bytes.Join(fields, []byte(" "))...), ']')
-	}))
-	return err
+	return writeJSON(w, rm)
 }
 
 // hostfile writes the hosts of the rank map as DeepSpeed's launcher (and
