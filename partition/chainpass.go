@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -68,7 +69,13 @@ func (p *Problem) searchChains(ctx context.Context, name string, deadline time.T
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			s, err := solveBounded(p, l, M, heuristicUB(p, l, M), deadline, work)
+			var s *solution
+			var err error
+			if p.uniform() {
+				s, err = solveUniform(p, l, M, math.Inf(1), work)
+			} else {
+				s, err = solveBounded(p, l, M, heuristicUB(p, l, M), deadline, work)
+			}
 			if err != nil {
 				return err
 			}

@@ -73,6 +73,9 @@ func (exact) Partition(ctx context.Context, p *Problem) (*Plan, error) {
 	tooLate := func() (*Plan, error) {
 		return fallback(fmt.Sprintf("the %v time limit passed while enumerating downsets", p.Options.TimeLimit))
 	}
+	if p.uniform() {
+		return fallback(fmt.Sprintf("on %d devices of one type the stages are searched by degree (uniform stages over one topological order), not over every downset and device count", p.Costs.NumDevices()))
+	}
 	eps := p.Options.Epsilon
 	var red *reduction
 	var l *lattice

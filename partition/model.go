@@ -3,6 +3,7 @@ package partition
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
@@ -94,7 +95,10 @@ type class struct {
 	// arPerByte[i]·b + arFixed[i], i = p*(n+1)+r: sim.CollectiveTime,
 	// linear in the bytes, read at two sizes. next[p]/prev[p] the link a
 	// stage ending before p / starting at p uses to its neighbour.
+	// (ar, when set, prices them on demand instead: a class of more
+	// than eagerAllReduce devices.)
 	arPerByte, arFixed []float64
+	ar                 *arMemo
 	next, prev         []cluster.Link
 }
 
@@ -235,19 +239,59 @@ func (m *model) linkTables(cl *class) {
 			}
 		}
 	}
+	if n > eagerAllReduce {
+		// Priced on demand: a search by degree costs a few positions
+		// and replica counts, not all n² of them.
+		cl.ar = &arMemo{fits: map[int][2]float64{}}
+		return
+	}
 	cl.arPerByte = make([]float64, (n+1)*(n+1))
 	cl.arFixed = make([]float64, (n+1)*(n+1))
-	const lo, hi = 1 << 20, 1 << 30
 	for p := 0; p < n; p++ {
 		for r := 2; p+r <= n; r++ {
-			devs := cl.devices[p : p+r]
-			tLo := sim.CollectiveTime(c, sim.AllReduce, devs, lo)
-			tHi := sim.CollectiveTime(c, sim.AllReduce, devs, hi)
 			i := p*(n+1) + r
-			cl.arPerByte[i] = (tHi - tLo) / (hi - lo)
-			cl.arFixed[i] = max(0, tLo-cl.arPerByte[i]*lo)
+			cl.arPerByte[i], cl.arFixed[i] = allReduceFit(c, cl.devices[p:p+r])
 		}
 	}
+}
+
+// eagerAllReduce is the class size up to which the all-reduce of every
+// run of devices is priced when the model is built (n² collectives);
+// larger classes price them as the search asks (allReduce).
+const eagerAllReduce = 64
+
+// arMemo holds a large class's all-reduce fits as allReduce prices them;
+// safe for concurrent use (the partitioners of a problem share its model).
+type arMemo struct {
+	mu   sync.Mutex
+	fits map[int][2]float64
+}
+
+// allReduceFit is sim.CollectiveTime of an all-reduce over devs as a
+// line, perByte·b + fixed, read at two sizes.
+func allReduceFit(c *cluster.Cluster, devs []int) (perByte, fixed float64) {
+	const lo, hi = 1 << 20, 1 << 30
+	tLo := sim.CollectiveTime(c, sim.AllReduce, devs, lo)
+	tHi := sim.CollectiveTime(c, sim.AllReduce, devs, hi)
+	perByte = (tHi - tLo) / (hi - lo)
+	return perByte, max(0, tLo-perByte*lo)
+}
+
+// allReduce is the fit of an all-reduce over the class's devices
+// [p, p+r): perByte·b + fixed seconds for b bytes.
+func (m *model) allReduce(cl *class, p, r int) (perByte, fixed float64) {
+	i := p*(len(cl.devices)+1) + r
+	if cl.ar == nil {
+		return cl.arPerByte[i], cl.arFixed[i]
+	}
+	cl.ar.mu.Lock()
+	defer cl.ar.mu.Unlock()
+	if f, ok := cl.ar.fits[i]; ok {
+		return f[0], f[1]
+	}
+	perByte, fixed = allReduceFit(m.t.Cluster, cl.devices[p:p+r])
+	cl.ar.fits[i] = [2]float64{perByte, fixed}
+	return perByte, fixed
 }
 
 // sums are the additive quantities of a set of units.
@@ -277,7 +321,6 @@ type stageCost struct {
 // k starting at position p, with M micro-batches.
 func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCost {
 	cl := &m.classes[k]
-	n := len(cl.devices)
 	fM := float64(M)
 	rm := float64(r) * fM
 	send := func(l cluster.Link, b int64) float64 {
@@ -299,8 +342,8 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 		sc.comm += bs
 		sc.bwdSend = bs
 		if r > 1 && s.grads > 0 {
-			i := p*(n+1) + r
-			sc.perStep = cl.arPerByte[i]*float64(s.grads) + cl.arFixed[i]
+			perByte, fixed := m.allReduce(cl, p, r)
+			sc.perStep = perByte*float64(s.grads) + fixed
 		}
 	}
 	sc.perStep += s.upd[k]

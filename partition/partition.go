@@ -104,6 +104,11 @@ type Options struct {
 	// largest module's saved activations, recomputed for its backward;
 	// its backward also runs its forward again.
 	Recompute bool
+	// ByDegree searches uniform stages on a cluster of one device class
+	// whatever its size (see DegreeDevices, from which it is the rule):
+	// for a problem standing for a larger cluster, such as one device per
+	// tensor-parallel group of it.
+	ByDegree bool
 }
 
 func (o Options) withDefaults() Options {

@@ -242,7 +242,7 @@ func (s *state) reduced(b int32, now float64) {
 			s.shrunk[t] = true
 			s.alloc(now, d, s.memBytes(t, d)-full)
 		}
-		s.left[int(inst)*s.nd+d]--
+		s.left[s.leftAt(inst, d)]--
 		s.final(inst, d, now)
 	}
 	s.inFlight[d] = false

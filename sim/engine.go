@@ -47,6 +47,10 @@ func eventBefore(a, b event) bool {
 // recomputation (recompute.go).
 type state struct {
 	*facts
+	// syncTimes memoises syncCost's collectives, syncChans syncChannels'
+	// channels per device.
+	syncTimes map[syncKey]float64
+	syncChans map[int][]int
 	t     *cost.Table
 	g     *graph.Graph
 	c     *cluster.Cluster
@@ -85,6 +89,9 @@ type engine struct {
 	ready    []*minheap.Heap[int32]
 	running  []bool
 	touched  []bool  // per device: gained ready tasks or finished one
+	// touchedList lists the touched devices as they were marked;
+	// touchedSpare is the other of the two lists startTouched swaps.
+	touchedList, touchedSpare []int32
 	prodLeft []int32 // per instance: producing tasks not finished
 
 	events *minheap.Heap[event]
@@ -121,7 +128,7 @@ func newState(t *cost.Table, f *facts, p *Plan, opStage []int, stages []Stage) *
 	}
 	s.gradBuffers()
 	s.numberTasks()
-	s.memory = newMemory(len(s.instT), nd)
+	s.memory = newMemory(len(s.instT), nd, p.Device)
 	s.setTensorSyncs(p.Split)
 	s.schedule(p.Schedule)
 	s.events = minheap.New(eventBefore)
@@ -259,13 +266,13 @@ func (s *state) init() {
 			switch {
 			case !s.perMB[c] && !s.perStep[t]:
 				for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
-					s.left[int(k)*s.nd+d]++
+					s.left[s.leftAt(k, d)]++
 				}
 			case s.perMB[c] && s.perStep[t]:
-				s.left[int(s.tensBase[t])*s.nd+d] += M
+				s.left[s.leftAt(s.tensBase[t], d)] += M
 			default:
 				for k := s.tensBase[t]; k < s.tensBase[t+1]; k++ {
-					s.left[int(k)*s.nd+d]++
+					s.left[s.leftAt(k, d)]++
 				}
 			}
 		}
@@ -291,7 +298,7 @@ func (s *state) init() {
 	}
 	for _, buf := range s.buffers {
 		if buf.src != buf.dst {
-			s.left[int(s.tensBase[buf.leader])*s.nd+buf.src]++ // held until sent
+			s.left[s.leftAt(s.tensBase[buf.leader], buf.src)]++ // held until sent
 		}
 	}
 	for op := range g.Ops {
@@ -329,7 +336,15 @@ func (s *state) init() {
 func (s *state) makeReady(k int32) {
 	d := s.dev[s.taskOp[k]]
 	s.ready[d].Push(k)
-	s.touched[d] = true
+	s.touch(d)
+}
+
+// touch marks device d for startTouched.
+func (s *state) touch(d int) {
+	if !s.touched[d] {
+		s.touched[d] = true
+		s.touchedList = append(s.touchedList, int32(d))
+	}
 }
 
 // run processes events in time order until none is left, starting
@@ -366,11 +381,17 @@ func (s *state) run() error {
 // startTouched starts the best ready op on every idle device that gained
 // ready ops, after all events of one instant were processed, so priority
 // decides among ops that became ready together.
+//
+// The devices touched are listed as they are marked and visited in
+// device order, so an instant costs what it touched, not a pass over
+// every device of the cluster.
 func (s *state) startTouched(now float64) {
-	for d := 0; d < s.nd; d++ {
-		if !s.touched[d] {
-			continue
-		}
+	list := s.touchedList
+	slices.Sort(list)
+	s.touchedList = s.touchedSpare[:0]
+	defer func() { s.touchedSpare = list[:0] }()
+	for _, d32 := range list {
+		d := int(d32)
 		s.touched[d] = false
 		if s.running[d] || s.ready[d].Len() == 0 || s.slot[s.ready[d].Peek()] > s.cur[d] {
 			continue
@@ -439,7 +460,7 @@ func (s *state) opDone(k int32, now float64) {
 	d := s.dev[op]
 	s.done++
 	s.running[d] = false
-	s.touched[d] = true
+	s.touch(d)
 	s.res.Step = max(s.res.Step, now)
 	s.alloc(now, d, -s.tempBytes(op, d))
 	s.remaining[d*s.nslots+int(s.slot[k])]--

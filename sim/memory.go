@@ -43,9 +43,15 @@ type memory struct {
 	samples [][]MemorySample
 	// log is every change, kept only when checkMemory is set.
 	log []memEvent
-	// left[inst*nd+dev] counts the readers and copies out that instance
-	// inst's copy on dev waits for before it is freed; -1 once freed.
+	// left[inst*ns+devSlot[dev]] counts the readers and copies out that
+	// instance inst's copy on dev waits for before it is freed; -1 once
+	// freed. Only the ns devices some op is placed on hold copies (the
+	// other replicas of a stage mirror its first), so the table grows
+	// with the devices the plan places ops on, not the cluster's: one
+	// row per instance for data parallelism on any number of devices.
 	left     []int32
+	devSlot  []int32
+	ns       int
 	accAlloc []bool // per instance: accumulator allocated
 }
 
@@ -55,15 +61,33 @@ type memory struct {
 var checkMemory = testing.Testing()
 
 // newMemory is the empty books of a step of ni tensor instances on nd
-// devices.
-func newMemory(ni, nd int) memory {
+// devices, of which those placement names hold copies.
+func newMemory(ni, nd int, placement []int) memory {
+	slot := make([]int32, nd)
+	for d := range slot {
+		slot[d] = -1
+	}
+	ns := 0
+	for _, d := range placement {
+		if slot[d] < 0 {
+			slot[d] = int32(ns)
+			ns++
+		}
+	}
 	return memory{
 		inUse:      make([]int64, nd),
 		peak:       make([]int64, nd),
 		memPending: minheap.New(memBefore),
-		left:       make([]int32, ni*nd),
+		left:       make([]int32, ni*ns),
+		devSlot:    slot,
+		ns:         ns,
 		accAlloc:   make([]bool, ni),
 	}
+}
+
+// leftAt is where left counts instance inst's copy on device d.
+func (m *memory) leftAt(inst int32, d int) int {
+	return int(inst)*m.ns + int(m.devSlot[d])
 }
 
 // memBytes is the size of tensor t's instance on device d.
@@ -170,14 +194,14 @@ func (s *state) tempBytes(op graph.OpID, d int) int64 {
 
 // release counts one reader or copy of inst on d done.
 func (s *state) release(inst int32, d int, now float64) {
-	s.left[int(inst)*s.nd+d]--
+	s.left[s.leftAt(inst, d)]--
 	s.maybeFree(inst, d, now)
 }
 
 // maybeFree releases an instance's copy on dev once nothing there needs
 // it.
 func (s *state) maybeFree(inst int32, dev int, now float64) {
-	i := int(inst)*s.nd + dev
+	i := s.leftAt(inst, dev)
 	if s.left[i] != 0 {
 		return
 	}

@@ -175,7 +175,7 @@ func (rc *recompute) drop(s *state, t graph.TensorID, inst int32, now float64) {
 		return
 	}
 	d := s.dev[s.g.Tensors[t].Producer]
-	if s.left[int(inst)*s.nd+d] > 0 {
+	if s.left[s.leftAt(inst, d)] > 0 {
 		rc.state[inst] = rcDropped
 		s.alloc(now, d, -s.memBytes(t, d))
 	}

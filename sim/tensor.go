@@ -75,11 +75,30 @@ func (s *state) runSyncTime(op graph.OpID, d int) float64 {
 	return t
 }
 
-// syncCost is the bytes one run of op moves in sync y over group, and
-// how long that takes.
+// syncCost is the bytes one run of op moves in sync y over group (its
+// stage's first replica), and how long that takes. A split model repeats
+// a few sync sizes over every layer and micro-batch, so each distinct
+// collective is priced once per run.
 func (s *state) syncCost(op graph.OpID, y Sync, group []int) (int64, float64) {
 	b := ceilDiv(y.Bytes, s.syncDiv(op, y))
-	return b, CollectiveTime(s.c, y.Kind, group, b)
+	k := syncKey{kind: y.Kind, stage: s.opStage[op], bytes: b}
+	if t, ok := s.syncTimes[k]; ok {
+		return b, t
+	}
+	t := CollectiveTime(s.c, y.Kind, group, b)
+	if s.syncTimes == nil {
+		s.syncTimes = map[syncKey]float64{}
+	}
+	s.syncTimes[k] = t
+	return b, t
+}
+
+// syncKey is a tensor-parallel collective as syncCost prices it: its
+// kind, its stage (whose first replica is the group) and its bytes.
+type syncKey struct {
+	kind  CollectiveKind
+	stage int
+	bytes int64
 }
 
 // innerSyncTimes works out innerSync and innerLast: the syncs on tensors
@@ -214,6 +233,17 @@ func (s *state) synced(inst int32, d int, now float64) {
 // the fabric or network cards its ring crosses. Not d's send and receive
 // channels: NCCL's kernels move a sync's data over the group's links
 // themselves, beside the copies of transfers.
+//
+// A device syncs with one group (its stage's first replica) all step, so
+// its channels are worked out once per run.
 func (s *state) syncChannels(d int, group []int) []int {
-	return s.ringChannels(append(s.channelsBuf[:0], tensorChannel(s.nd, len(s.c.Hosts), d)), d, group)
+	if s.syncChans == nil {
+		s.syncChans = map[int][]int{}
+	}
+	if res, ok := s.syncChans[d]; ok {
+		return res
+	}
+	res := s.ringChannels([]int{tensorChannel(s.nd, len(s.c.Hosts), d)}, d, group)
+	s.syncChans[d] = res
+	return res
 }

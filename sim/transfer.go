@@ -55,7 +55,7 @@ func (s *state) gradBuffers() {
 // its gradient bucket, or to its readers.
 func (s *state) produced(out graph.TensorID, inst int32, d int, now float64) {
 	if b := s.bucketOf[inst]; b >= 0 {
-		s.left[int(inst)*s.nd+d]++ // held until reduced
+		s.left[s.leftAt(inst, d)]++ // held until reduced
 		s.buckets[b].left--
 		if s.buckets[b].left == 0 {
 			s.launchBuckets(d, now)
@@ -89,7 +89,7 @@ func (s *state) final(inst int32, d int, now float64) {
 	for _, cd := range devs {
 		bytes, dur := s.transfer(t, d, cd)
 		start, end := s.occupy(Channels(s.c, d, cd, s.channelsBuf[:]), now, dur)
-		s.left[int(inst)*s.nd+d]++ // the source copy lives until sent
+		s.left[s.leftAt(inst, d)]++ // the source copy lives until sent
 		s.alloc(start, cd, s.memBytes(t, cd))
 		s.res.Transfers = append(s.res.Transfers, Transfer{Tensor: t, MicroBatch: mb, From: d, To: cd, Bytes: bytes, Start: start, End: end})
 		if st := s.devStage[d]; st >= 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanl/clp"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/placer"
 )
@@ -243,6 +244,7 @@ func boundPaths(p *Problem, mems []int64) []boundPath {
 		return nil
 	}
 	share := residentShare(g)
+	pairs := distinctPairs(p.Costs.Cluster)
 	var out []boundPath
 	for _, w := range []struct {
 		name   string
@@ -274,13 +276,42 @@ func boundPaths(p *Problem, mems []int64) []boundPath {
 			path = append(path, op)
 		}
 		slices.Reverse(path)
-		out = append(out, followPath(p, w.name, path, mems))
+		out = append(out, followPath(p, w.name, path, mems, pairs))
 	}
 	return out
 }
 
-// followPath works out a path's figures (see boundPath).
-func followPath(p *Problem, name string, path []graph.OpID, mems []int64) boundPath {
+// distinctPairs is one pair of distinct devices (the first met, a
+// before b) for each link between two devices and the pair of device
+// types at its ends: a transfer's time depends only on those (the link's
+// model, or a measured time per tensor, cost.TransferModel), so the least
+// over every pair is the least over these. A cluster of identical hosts
+// has two or three, where it has n² pairs.
+func distinctPairs(c *cluster.Cluster) [][2]int {
+	type key struct {
+		link   cluster.Link
+		ta, tb *cluster.DeviceType
+	}
+	seen := map[key]bool{}
+	var out [][2]int
+	for a := range c.Devices {
+		for b := range c.Devices {
+			if a == b {
+				continue
+			}
+			k := key{c.Path(a, b), c.Devices[a].Type, c.Devices[b].Type}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, [2]int{a, b})
+			}
+		}
+	}
+	return out
+}
+
+// followPath works out a path's figures (see boundPath), the least
+// transfer times over pairs (distinctPairs).
+func followPath(p *Problem, name string, path []graph.OpID, mems []int64, pairs [][2]int) boundPath {
 	g := p.Graph
 	bp := boundPath{name: name}
 	for _, op := range path {
@@ -317,14 +348,11 @@ func followPath(p *Problem, name string, path []graph.OpID, mems []int64) boundP
 			if bytes <= 0 {
 				share = 0
 			}
-			for a := 0; a < nd; a++ {
-				for b := 0; b < nd; b++ {
-					if a != b {
-						tt := p.Costs.TensorTransfer(t, a, b)
-						w = min(w, tt)
-						sp = min(sp, tt, p.Costs.Transfer(a, b, share))
-					}
-				}
+			for _, ab := range pairs {
+				a, b := ab[0], ab[1]
+				tt := p.Costs.TensorTransfer(t, a, b)
+				w = min(w, tt)
+				sp = min(sp, tt, p.Costs.Transfer(a, b, share))
 			}
 			whole[i-1], split[i-1] = max(whole[i-1], w), max(split[i-1], sp)
 		}

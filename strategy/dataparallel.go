@@ -3,7 +3,9 @@ package strategy
 import (
 	"context"
 	"fmt"
+	"math"
 
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/partition"
 	"github.com/opplace/opplace/sim"
 )
@@ -23,12 +25,14 @@ type dataParallel struct {
 
 // Propose offers, for each class of interchangeable devices that runs
 // every op, the model replicated on all of them, then on halves of them
-// (fewer replicas communicate less), each with 1, 2, 4 ... micro-batches
-// of gradient accumulation up to what the batch allows and up to the
-// first count that fits, and each at every ZeRO level of the strategy
-// (DDP, ZeRO-1, ZeRO-2: sharding optimizer state and gradients saves
-// memory and update time and costs an all-gather of the updated
-// weights): the judge keeps the fastest that fits.
+// (fewer replicas communicate less; not once their share of the work
+// alone takes longer than a plan that fits), each with 1, 2, 4 ...
+// micro-batches of gradient accumulation up to what the batch allows and
+// up to the first count that fits (or that shows a replica's resident
+// state alone overflowing, which no count mends), and each at every ZeRO
+// level of the strategy (DDP, ZeRO-1, ZeRO-2: sharding optimizer state
+// and gradients saves memory and update time and costs an all-gather of
+// the updated weights): the judge keeps the fastest that fits.
 func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp"); err != nil {
 		return nil, err
@@ -39,6 +43,11 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 	}
 	var out []Proposal
 	var why noReplicas
+	// best is the shortest step of a plan that fits so far: r replicas
+	// each run every op on 1/r of the batch, so they take at least the
+	// ops' whole-batch time over r (micro-batches only add launches), and
+	// fewer replicas than a plan that beats that are not simulated.
+	best := math.Inf(1)
 	for _, cl := range p.Costs.Classes() {
 		if len(cl) < 2 {
 			continue
@@ -47,7 +56,14 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 			why.cannotRun(cl[0], op)
 			continue
 		}
+		work := 0.0
+		for op := range p.Graph.Ops {
+			work += p.Costs.OpTime(graph.OpID(op), cl[0])
+		}
 		for r := len(cl); r >= 2; r /= 2 {
+			if work/float64(r) >= best {
+				break
+			}
 			if p.Batch > 0 && int64(r) > p.Batch {
 				why.batch(r)
 				continue
@@ -77,7 +93,11 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 					}
 					out = append(out, pr)
 					if err == nil && p.Fits(res) {
+						best = min(best, res.Step)
 						break
+					}
+					if err == nil && residentOverflows(p, res) {
+						break // more micro-batches cannot make it fit
 					}
 				}
 			}

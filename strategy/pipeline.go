@@ -179,9 +179,14 @@ func (s pipelined) partition(ctx context.Context, p *Problem, scale float64) (*p
 	if s.throughput() {
 		what, unit = "slowest stage", "the slowest stage's time per step, simulated"
 	}
-	alignedV, freeV := s.judged(p, aligned), s.judged(p, free)
+	alignedV, freeV := 0.0, 0.0
+	if !p.proxy {
+		alignedV, freeV = s.judged(p, aligned), s.judged(p, free)
+	}
 	if alignedV <= 0 || freeV <= 0 {
-		// A split the simulator cannot run: the estimates decide.
+		// A split the simulator cannot run, or a proxy problem's (whose
+		// simulation is no truer than the partitioner's estimate): the
+		// estimates decide.
 		alignedV, freeV = s.estimated(aligned), s.estimated(free)
 	}
 	cost := alignedV/freeV - 1

@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -51,16 +52,46 @@ func training(g *graph.Graph) bool {
 	return slices.ContainsFunc(g.Ops, func(op graph.Op) bool { return op.Phase == graph.Backward })
 }
 
+// residentOverflows reports whether some device of a simulated plan
+// cannot hold even its resident tensors (parameters, their copies and
+// optimizer state, at the plan's sharding): no micro-batch count and no
+// recomputation, which only shrink activations, makes it fit.
+func residentOverflows(p *Problem, res *sim.Result) bool {
+	for d, b := range res.ResidentMemory {
+		if b > p.Costs.Cluster.Devices[d].Memory {
+			return true
+		}
+	}
+	return false
+}
+
 // recomputeVariants is props under mode: unchanged for "none" (and for a
 // graph without backward ops); for "all", each plan with stages
 // recomputing in every stage; for auto (""), props followed, after each
-// plan with stages that does not fit, by its recomputing variant.
+// plan with stages that does not fit, by its recomputing variant, unless
+// the plan's step is already no shorter than one of props that fits.
 // Recomputation costs a forward pass and saves only memory, so a plan
-// that fits gains nothing by it. Plans without a result are simulated
+// that fits gains nothing by it, and neither does one slower than a plan
+// that fits. Plans without a result are simulated
 // with simulate (their result kept for the judge).
 func recomputeVariants(p *Problem, props []Proposal, mode string, simulate func(*sim.Plan) (*sim.Result, error)) []Proposal {
+	return variantsUnder(p, props, mode, simulate, math.Inf(1))
+}
+
+// variantsUnder is recomputeVariants with best, the step of a plan that
+// fits found elsewhere (+Inf: none), bounding the variants worth
+// simulating too.
+func variantsUnder(p *Problem, props []Proposal, mode string, simulate func(*sim.Plan) (*sim.Result, error), best float64) []Proposal {
 	if mode == RecomputeNone || !training(p.Graph) {
 		return props
+	}
+	// Recomputing only adds work: a variant of a plan whose step is
+	// already no shorter than one that fits cannot win, and is not
+	// simulated.
+	for _, pr := range props {
+		if pr.Sim != nil && p.Fits(pr.Sim) {
+			best = min(best, pr.Sim.Step)
+		}
 	}
 	var out []Proposal
 	for _, pr := range props {
@@ -80,7 +111,7 @@ func recomputeVariants(p *Problem, props []Proposal, mode string, simulate func(
 			pr.Sim, _ = simulate(pr.Plan)
 		}
 		out = append(out, pr)
-		if pr.Sim != nil && !p.Fits(pr.Sim) {
+		if pr.Sim != nil && !p.Fits(pr.Sim) && pr.Sim.Step < best && !residentOverflows(p, pr.Sim) {
 			v.Sim, _ = simulate(v.Plan)
 			out = append(out, v)
 		}

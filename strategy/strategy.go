@@ -99,6 +99,10 @@ type Problem struct {
 	// finest is the memory bound's division, worked out at the first
 	// asking (nil: each time; see Finest).
 	finest *finestOnce
+	// proxy marks a problem standing for another on a cluster of proxy
+	// devices (the tensor strategy's groups, each one device with the
+	// split's op times): its plans are partitioned, not judged.
+	proxy bool
 }
 
 // NewProblem wraps a placement problem with the step's batch.

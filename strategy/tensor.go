@@ -1,8 +1,10 @@
 package strategy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,41 +143,81 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 			jobs = append(jobs, job{cl: cl, groups: tensorGroups(p.Costs.Cluster, cl, t), t: t})
 		}
 	}
-	var out []Proposal
 	var reasons []string
-	for _, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	fail := func(j job, tokens bool, err error) {
+		how := ""
+		if tokens {
+			how = " with token splits"
 		}
-		// One degree after another: Cbc solves one program at a time.
-		// Each degree is solved without and with token splits: the
-		// program prices one group alone, so the simulator judges
-		// which of the two steps is faster once replicas and pipeline
-		// stages are around the group (see shard.Options.Tokens).
+		reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how, err))
+	}
+	// Every degree is split first, without and with token splits: the
+	// program prices one group alone, so the simulator judges which of
+	// the two steps is faster once replicas and pipeline stages are
+	// around the group (see shard.Options.Tokens). One degree after
+	// another: Cbc solves one program at a time.
+	type split struct {
+		j      job
+		tokens bool
+		sol    *TensorSolution
+		split  *sim.TensorSplit
+		bound  float64
+	}
+	var splits []split
+	for _, j := range jobs {
 		var plain []string
 		offered := true
 		for _, tokens := range []bool{false, true} {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			if tokens && !offered {
 				break // no op has a token split: the same program again
 			}
-			sol, split, err := s.solve(p, j.groups[0], j.t, tokens)
-			if err == nil && tokens && slices.Equal(sol.Choice, plain) {
+			sol, sp, err := s.solve(p, j.groups[0], j.t, tokens)
+			if err != nil {
+				fail(j, tokens, err)
+				continue
+			}
+			if tokens && slices.Equal(sol.Choice, plain) {
 				continue // no token split chosen: the same plans again
 			}
-			if err == nil {
-				if !tokens {
-					plain, offered = sol.Choice, sol.TokenSplits
-				}
-				var props []Proposal
-				props, err = s.proposeGroups(ctx, p, j.groups, j.t, sol, split)
-				out = append(out, props...)
+			if !tokens {
+				plain, offered = sol.Choice, sol.TokenSplits
 			}
-			if err != nil {
-				how := ""
-				if tokens {
-					how = " with token splits"
-				}
-				reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how, err))
+			splits = append(splits, split{j, tokens, sol, sp, tensorBound(p, j.groups, j.t, sp)})
+		}
+	}
+	// The splits are tried from the least bound (the larger degree, then
+	// the plain split, first among equal bounds: it fits more often), so
+	// a plan that fits is found early and a split whose bound is no
+	// shorter than its step is not simulated at all.
+	slices.SortStableFunc(splits, func(a, b split) int {
+		return cmp.Or(cmp.Compare(a.bound, b.bound), cmp.Compare(b.j.t, a.j.t))
+	})
+	var out []Proposal
+	best := math.Inf(1)
+	for _, x := range splits {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if x.bound >= best {
+			how := ""
+			if x.tokens {
+				how = " with token splits"
+			}
+			reasons = append(reasons, fmt.Sprintf("t=%d%s: pruned, any plan takes at least %.3f ms (its compute or its syncs spread over %d groups), a plan that fits takes %.3f ms", x.j.t, how, x.bound*1e3, len(x.j.groups), best*1e3))
+			continue
+		}
+		props, err := s.proposeGroups(ctx, p, x.j.groups, x.j.t, x.sol, x.split, best)
+		if err != nil {
+			fail(x.j, x.tokens, err)
+			continue
+		}
+		out = append(out, props...)
+		for _, pr := range props {
+			if pr.Sim != nil && p.Fits(pr.Sim) {
+				best = min(best, pr.Sim.Step)
 			}
 		}
 	}
@@ -188,9 +230,33 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 	return out, nil
 }
 
+// tensorBound is a lower bound on the step of every plan whose stages
+// are tensor-parallel over groups of t (groups, the most there can be)
+// with split: the ops' time under the split, and their syncs over a
+// group at the whole batch, each spread over every group. Each op runs
+// on the replicas of one stage, which together take its whole time and
+// move its whole tensors; a collective over a group takes no less time
+// for the sum of two sizes than for them apart (sim.CollectiveTime is
+// affine in the bytes), and a group runs its syncs one after another
+// (its tensor-parallel stream), so some group spends at least the total
+// over the groups in each.
+func tensorBound(p *Problem, groups [][]int, t int, split *sim.TensorSplit) float64 {
+	c := p.Costs.Cluster
+	lead := groups[0][0]
+	launch := c.Devices[lead].Type.LaunchOverhead
+	var compute, syncs float64
+	for op := range p.Graph.Ops {
+		id := graph.OpID(op)
+		compute += split.OpTime(id, p.Costs.OpTime(id, lead), launch, t)
+		syncs += split.SyncTime(c, id, groups[0], 1)
+	}
+	return max(compute, syncs) / float64(len(groups))
+}
+
 // proposeGroups proposes the plans whose tensor-parallel groups are
-// groups (of t devices each), split as sol and split say.
-func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups [][]int, t int, sol *TensorSolution, split *sim.TensorSplit) ([]Proposal, error) {
+// groups (of t devices each), split as sol and split say; best is the
+// step of a plan that fits found already (+Inf: none).
+func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups [][]int, t int, sol *TensorSolution, split *sim.TensorSplit, best float64) ([]Proposal, error) {
 	note := fmt.Sprintf("tensor-parallel groups of %d (%s), %s", t, choiceSummary(sol.Choice), blockNote(sol))
 	single := func(r int) *sim.Plan {
 		pl := &sim.Plan{Placement: sim.Placement{Device: make([]int, len(p.Graph.Ops))}, Split: split}
@@ -205,7 +271,12 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 	}
 	// Tensor × data: one stage, as many groups as replicas as the batch
 	// allows (each replica the same whole number of samples), with
-	// gradient accumulation, as dp, while the step does not fit.
+	// gradient accumulation, as dp, while the step does not fit: at each
+	// ZeRO level, without and (when allowed) with recomputation, each
+	// ladder up to its first count that fits (more micro-batches only
+	// add launches), that shows the resident state alone overflowing, or
+	// whose step is already no shorter than best. A recomputing step is no shorter than the plain one at its count,
+	// so its ladder stops below the count where the plain one fit.
 	r := len(groups)
 	for r > 1 && p.Batch > 0 && (int64(r) > p.Batch || p.Batch%int64(r) != 0) {
 		r--
@@ -215,32 +286,66 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 	if r > 1 {
 		shape = fmt.Sprintf("one stage, %d replicas", r)
 	}
-	for _, m := range accumulationSteps(p.Batch, r) {
-		pl := single(r)
-		pl.MicroBatches = m
-		res, err := p.Simulate(pl)
-		notes := []string{shape}
-		if m > 1 {
-			notes = []string{fmt.Sprintf("%s, %d micro-batches of gradient accumulation", shape, m)}
-		}
-		pr := tag(pl, notes...)
-		pr.Sim = res
-		out = append(out, pr)
-		if err != nil || p.Fits(res) {
-			break
+	recomputes := []bool{false}
+	switch {
+	case !training(p.Graph) || s.recompute == RecomputeNone:
+	case s.recompute == RecomputeAll:
+		recomputes = []bool{true}
+	default:
+		recomputes = []bool{false, true}
+	}
+	steps := accumulationSteps(p.Batch, r)
+	for _, z := range levelsFor(p, s.levels) {
+		plainFit := len(steps)
+		for _, rc := range recomputes {
+			for i, m := range steps {
+				if rc && len(recomputes) > 1 && i >= plainFit {
+					break
+				}
+				pl := single(r)
+				pl.MicroBatches = m
+				pl.Stages[0].Sharding, pl.Stages[0].Recompute = z, rc
+				res, err := p.Simulate(pl)
+				notes := []string{shape}
+				if m > 1 {
+					notes = []string{fmt.Sprintf("%s, %d micro-batches of gradient accumulation", shape, m)}
+				}
+				if z != sim.NoSharding {
+					notes = append(notes, zeroNote(z))
+				}
+				if rc {
+					notes = append(notes, recomputeNote)
+				}
+				pr := tag(pl, notes...)
+				pr.Sim = res
+				out = append(out, pr)
+				if err == nil && p.Fits(res) && !rc {
+					plainFit = i
+				}
+				if err != nil || p.Fits(res) || residentOverflows(p, res) || res.Step >= best {
+					break
+				}
+			}
 		}
 	}
 	if len(groups) > 1 {
 		props, err := s.pipelined(ctx, p, groups, t, split)
 		if err == nil {
+			var piped []Proposal
 			for _, pr := range props {
 				pr.Notes = append([]string{note}, pr.Notes...)
 				pr.Tensor = sol
-				out = append(out, pr)
+				piped = append(piped, pr)
 			}
+			for _, pr := range out {
+				if pr.Sim != nil && p.Fits(pr.Sim) {
+					best = min(best, pr.Sim.Step)
+				}
+			}
+			out = append(out, variantsUnder(p, shardedVariants(piped, levelsFor(p, s.levels)), s.recompute, p.Simulate, best)...)
 		}
 	}
-	return recomputeVariants(p, shardedVariants(out, levelsFor(p, s.levels)), s.recompute, p.Simulate), nil
+	return out, nil
 }
 
 // solve splits the graph's ops for a group, on the original graph when
@@ -328,25 +433,50 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 		return nil, err
 	}
 	virtual := NewProblem(vp, p.Batch)
-	virtual.Modules, virtual.CutRequired = p.Modules, p.CutRequired
-	part := pipelined{name: TensorPartitioner, opts: s.opts}
-	return shrinking(p, func(scale float64, _ int) ([]Proposal, *sim.Result, error) {
-		pp, _, err := part.partition(ctx, virtual, scale)
-		if err != nil {
-			return nil, nil, err
-		}
-		var props []Proposal
-		for _, pr := range part.proposals(virtual, pp) {
-			props = append(props, Proposal{Plan: onGroups(pr.Plan, groups, leads, t, split), Pipeline: pr.Pipeline, Family: FamilyTensor,
-				Notes: []string{fmt.Sprintf("%d stages of tensor-parallel groups by %s", len(pr.Plan.Stages), TensorPartitioner)}})
-		}
-		if len(props) == 0 {
-			return nil, nil, nil
-		}
-		res, _ := p.Simulate(props[0].Plan)
-		props[0].Sim = res
-		return props, res, nil
-	})
+	virtual.Modules, virtual.CutRequired, virtual.proxy = p.Modules, p.CutRequired, true
+	part := pipelined{name: TensorPartitioner, opts: s.opts, levels: []sim.Sharding{sim.NoSharding}}
+	// The groups stand for t times as many devices: at scale they are
+	// split by degree as the devices would be.
+	part.opts.ByDegree = part.opts.ByDegree || len(groups)*t >= partition.DegreeDevices
+	if s.recompute == RecomputeAll && training(p.Graph) {
+		part.opts.Recompute = true
+	}
+	cut := func(part pipelined) ([]Proposal, error) {
+		return shrinking(p, func(scale float64, _ int) ([]Proposal, *sim.Result, error) {
+			pp, _, err := part.partition(ctx, virtual, scale)
+			if err != nil {
+				return nil, nil, err
+			}
+			var props []Proposal
+			for _, pr := range part.proposals(virtual, pp) {
+				notes := []string{fmt.Sprintf("%d stages of tensor-parallel groups by %s", len(pr.Plan.Stages), TensorPartitioner)}
+				if part.opts.Recompute {
+					notes = append(notes, recomputeNote)
+				}
+				props = append(props, Proposal{Plan: onGroups(pr.Plan, groups, leads, t, split), Pipeline: pr.Pipeline, Family: FamilyTensor, Notes: notes})
+			}
+			if len(props) == 0 {
+				return nil, nil, nil
+			}
+			res, _ := p.Simulate(props[0].Plan)
+			props[0].Sim = res
+			return props, res, nil
+		})
+	}
+	props, err := cut(part)
+	fits := func(pr Proposal) bool { return pr.Sim != nil && p.Fits(pr.Sim) }
+	if s.recompute != "" || part.opts.Recompute || !training(p.Graph) || slices.ContainsFunc(props, fits) {
+		return props, err
+	}
+	// As the pipeline strategies do (pipelined.Propose): when no split
+	// fits, the partitioner models recomputing stages, and those plans
+	// recompute.
+	part.opts.Recompute = true
+	more, rcErr := cut(part)
+	if err != nil && rcErr != nil {
+		return nil, err
+	}
+	return append(props, more...), nil
 }
 
 // onGroups is a plan of the proxy cluster (one device per group, leads
@@ -359,7 +489,7 @@ func onGroups(pl *sim.Plan, groups [][]int, leads []int, t int, split *sim.Tenso
 		real.Device[op] = leads[v]
 	}
 	for _, st := range pl.Stages {
-		rs := sim.Stage{Tensor: t}
+		rs := sim.Stage{Tensor: t, Sharding: st.Sharding, Recompute: st.Recompute}
 		for _, rep := range st.Replicas {
 			rs.Replicas = append(rs.Replicas, slices.Clone(groups[rep[0]]))
 		}

@@ -1,0 +1,179 @@
+package partition
+
+import (
+	"math"
+)
+
+// DegreeDevices is the class size from which the partitioners search
+// degrees rather than devices. solve tracks how many devices of each
+// class are left, so on one class of n devices it costs every stage at
+// every replica count and position and joins it to every remainder: n³
+// per pair of cuts, 70 s for a 1.7B-parameter GPT on 32 A100s and out of
+// reach on hundreds. From this size on (and below it every test
+// cluster's plans stay as they were) a cluster of one device class is
+// split the way LLM runtimes lay it out (Megatron-LM, DeepSpeed,
+// PyTorch's pipelining): S stages of n/S devices each, S dividing n,
+// stage i on the class's devices [i·n/S, (i+1)·n/S), so a stage's
+// replicas sit together in the host order and consecutive stages on
+// neighbouring devices. The cost grows with the divisors of n and the
+// chain's length, not with n.
+const DegreeDevices = 16
+
+// uniform reports whether the problem is searched by degrees: one
+// device class, of at least DegreeDevices devices or under
+// Options.ByDegree.
+func (p *Problem) uniform() bool {
+	return len(p.m.classes) == 1 && (p.Options.ByDegree || len(p.m.classes[0].devices) >= DegreeDevices)
+}
+
+// solveUniform is solve's search restricted to uniform stages on a chain
+// of one class: for every stage count S dividing the class's n devices
+// (each stage then on r = n/S replicas, which must split the batch at M
+// micro-batches), a dynamic programme over the stage index i and the
+// prefix D where stage i starts,
+//
+//	H(i, D) = min over E ⊋ D of combine(stage(E \ D on r devices at i·r), H(i+1, E))
+//
+// with H(S, V) = 0 and each stage's memory counted with the micro-batches
+// alive at its depth S-i (1F1B). On a chain a stage only grows as E does:
+// its compute, parameters, stash and scratch never shrink, so the first
+// E whose stage passes the bound or the memory ends the scan. The stage
+// counts are searched in increasing order, each under the best objective
+// found so far (ub, the caller's bound at first): a deeper pipeline whose
+// slowest stage is slower also has the longer step, having more stages
+// to fill.
+//
+// Across stage counts it keeps the split with the shortest estimated
+// step under the throughput objective (the step is what the bubble of a
+// deeper pipeline lengthens; the objective alone ignores it), the
+// smallest objective under latency; ties go to fewer stages. Returns nil
+// when nothing fits. work is charged per pair of cuts visited, as solve
+// charges it.
+func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solution, error) {
+	m := l.m
+	const k = 0
+	cl := &m.classes[k]
+	n := len(cl.devices)
+	full := l.full()
+	fM := float64(M)
+	s := newSums(l.nc)
+	var best *solution
+	bestKey := math.Inf(1)
+	bound := ub * (1 + 1e-9)
+	H := make([]float64, 0)
+	next := make([]int32, 0)
+	for S := 1; S <= n && S <= int(full); S++ {
+		if n%S != 0 {
+			continue
+		}
+		r := n / S
+		if !p.Options.splits(M, r) {
+			continue
+		}
+		// Every stage takes at least its share of the compute spread
+		// over its replicas; a split under the bound needs at least one
+		// stage carrying 1/S of it.
+		if (l.fast[full]/float64(S))/(float64(r)*fM) > bound {
+			continue
+		}
+		size := (S + 1) * int(l.n)
+		H = H[:0]
+		next = next[:0]
+		for range size {
+			H = append(H, math.Inf(1))
+			next = append(next, -1)
+		}
+		at := func(i int, d int32) int { return i*l.n + int(d) }
+		H[at(S, full)] = 0
+		for i := S - 1; i >= 0; i-- {
+			pos := i * r
+			alive := m.alive(S-i, M)
+			// Stage i starts after at least i units and leaves at least
+			// S-i-1 for the stages after it.
+			dLo, dHi := int32(i), full-int32(S-i)
+			if i == 0 {
+				dHi = 0
+			}
+			for d := dHi; d >= dLo; d-- {
+				hd := at(i, d)
+				eLo := d + 1
+				if i == S-1 {
+					// The last stage ends at the full set.
+					eLo = full
+				}
+				for e := eLo; e <= full-int32(S-i-1); e++ {
+					if work != nil {
+						if *work--; *work < 0 {
+							return nil, errWork
+						}
+					}
+					fastS := l.fast[e] - l.fast[d]
+					launchS := l.launch[e] - l.launch[d]
+					if stageTooBig(fastS, launchS, r, fM, bound) {
+						break
+					}
+					rest := H[at(i+1, e)]
+					if math.IsInf(rest, 1) || rest > bound {
+						continue
+					}
+					l.sums(s, d, e)
+					if s.mixed || !s.ok[k] {
+						// Every larger stage holds them too.
+						break
+					}
+					sc := m.stage(s, k, l.cut[d], l.cut[e], r, pos, M)
+					if sc.paramBytes > cl.memory ||
+						memory(&sc, l.stageTemp(d, e), alive, r, M) > cl.memory {
+						break
+					}
+					if sc.time > bound {
+						continue
+					}
+					if v := m.combine(sc.time, rest); v < H[hd] {
+						H[hd], next[hd] = v, e
+					}
+				}
+			}
+		}
+		v := H[at(0, 0)]
+		if math.IsInf(v, 1) {
+			continue
+		}
+		sol := &solution{M: M, value: v, lat: l}
+		d := int32(0)
+		for i := 0; i < S; i++ {
+			e := next[at(i, d)]
+			sol.stages = append(sol.stages, solStage{from: d, to: e, class: k, r: r, pos: i * r})
+			d = e
+		}
+		key := v
+		if p.Options.Objective != Latency {
+			key = p.estimateStep(sol)
+		}
+		if key < bestKey*(1-1e-12) {
+			best, bestKey = sol, key
+		}
+		if v < ub {
+			ub = v
+			bound = ub * (1 + 1e-9)
+		}
+	}
+	return best, nil
+}
+
+// estimateStep is the step report predicts for a solution (its
+// schedule's timeline), without building the plan.
+func (p *Problem) estimateStep(s *solution) float64 {
+	l, M := s.lat, s.M
+	m := l.m
+	S := len(s.stages)
+	pt := passTimes{fwd: make([]float64, S), bwd: make([]float64, S), fwdSend: make([]float64, S), bwdSend: make([]float64, S), perStep: make([]float64, S)}
+	sm := newSums(l.nc)
+	for i, x := range s.stages {
+		l.sums(sm, x.from, x.to)
+		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
+		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
+		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep
+	}
+	return simulateSchedule(pt, M, p.Options.Schedule, m.training).step
+}

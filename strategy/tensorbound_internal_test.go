@@ -1,0 +1,98 @@
+package strategy
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/onnx"
+	"github.com/opplace/opplace/placer"
+	"github.com/opplace/opplace/sim"
+	"github.com/opplace/opplace/train"
+)
+
+// TestTensorBoundHolds: on GPT-2 small training (batch 8) on two hosts
+// of four A100s, every plan the tensor strategy proposes at degree t,
+// simulated, takes at least tensorBound for t; and the bound is not
+// empty.
+func TestTensorBoundHolds(t *testing.T) {
+	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Load(filepath.Join("..", "testdata", "models", "gpt2_small.onnx"), onnx.Options{Dims: map[string]int64{"batch": 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := train.Build(m.Graph, train.Options{Optimizer: train.Adam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := placer.NewProblem(g, cost.NewTable(g, c, cost.Roofline{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProblem(pp, 8)
+	s := tensorParallel{levels: []sim.Sharding{sim.NoSharding, sim.ZeRO2}}
+	cl := p.Costs.Classes()[0]
+	for _, tp := range []int{2, 4, 8} {
+		groups := tensorGroups(c, cl, tp)
+		sol, split, err := s.solve(p, groups[0], tp, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb := tensorBound(p, groups, tp, split)
+		if !(lb > 0) {
+			t.Fatalf("t=%d: bound %v", tp, lb)
+		}
+		props, err := s.proposeGroups(context.Background(), p, groups, tp, sol, split, math.Inf(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(props) == 0 {
+			t.Fatalf("t=%d: %d proposals", tp, len(props))
+		}
+		least := 0.0
+		for i, pr := range props {
+			res := pr.Sim
+			if res == nil {
+				if res, err = p.Simulate(pr.Plan); err != nil {
+					continue
+				}
+			}
+			if res.Step < lb*(1-1e-9) {
+				t.Errorf("t=%d proposal %d (%d stages): step %.6f ms under the bound %.6f ms", tp, i, len(pr.Plan.Stages), res.Step*1e3, lb*1e3)
+			}
+			if least == 0 || res.Step < least {
+				least = res.Step
+			}
+		}
+		t.Logf("t=%d: bound %.3f ms, fastest proposal %.3f ms", tp, lb*1e3, least*1e3)
+	}
+}
+
+// TestCollectiveSubadditive: a collective over a group takes no less for
+// the sum of two sizes than for both apart (tensorBound relies on it),
+// within a host and across hosts.
+func TestCollectiveSubadditive(t *testing.T) {
+	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int64{1, 1000, 1 << 20, 3 << 24, 1 << 30}
+	for _, group := range [][]int{{0, 1}, {0, 1, 2, 3}, {2, 3, 4, 5}, {0, 1, 2, 3, 4, 5, 6, 7}} {
+		for _, k := range []sim.CollectiveKind{sim.AllReduce, sim.AllGather, sim.ReduceScatter} {
+			for _, a := range sizes {
+				for _, b := range sizes {
+					apart := sim.CollectiveTime(c, k, group, a) + sim.CollectiveTime(c, k, group, b)
+					if whole := sim.CollectiveTime(c, k, group, a+b); whole > apart*(1+1e-12) {
+						t.Errorf("%s over %v: %d+%d bytes take %g s, apart %g s", k, group, a, b, whole, apart)
+					}
+				}
+			}
+		}
+	}
+}
