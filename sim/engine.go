@@ -51,10 +51,10 @@ type state struct {
 	// channels per device.
 	syncTimes map[syncKey]float64
 	syncChans map[int][]int
-	t     *cost.Table
-	g     *graph.Graph
-	c     *cluster.Cluster
-	nd, M int
+	t         *cost.Table
+	g         *graph.Graph
+	c         *cluster.Cluster
+	nd, M     int
 
 	// The plan: each op's device, priority and stage, and the stages.
 	dev      []int
@@ -85,14 +85,14 @@ type engine struct {
 	tensBase []int32 // per tensor: its first instance
 	instT    []int32
 
-	pending  []int32 // per task: inputs and dependencies not yet there
-	ready    []*minheap.Heap[int32]
-	running  []bool
-	touched  []bool  // per device: gained ready tasks or finished one
+	pending []int32 // per task: inputs and dependencies not yet there
+	ready   []*minheap.Heap[int32]
+	running []bool
+	touched []bool // per device: gained ready tasks or finished one
 	// touchedList lists the touched devices as they were marked;
 	// touchedSpare is the other of the two lists startTouched swaps.
 	touchedList, touchedSpare []int32
-	prodLeft []int32 // per instance: producing tasks not finished
+	prodLeft                  []int32 // per instance: producing tasks not finished
 
 	events *minheap.Heap[event]
 	seq    int64 // orders the events and memory changes of one instant
