@@ -29,6 +29,13 @@ const maxChainBlocks = 512
 // machine.
 func chainSearch(p *Problem, search func(l *lattice, work *int64) error) (warn string, err error) {
 	full := chainLattice(p.u, p.m)
+	if p.uniform() && full.n-1 > maxChainBlocks {
+		// By degree the search runs once per stage count and device
+		// layout, each about the square of the chain's length: a long
+		// chain is coarsened at once.
+		l, warn := coarsenChain(full, maxChainBlocks)
+		return warn, search(l, nil)
+	}
 	work := int64(chainWork)
 	if err = search(full, &work); !errors.Is(err, errWork) {
 		return "", err

@@ -242,7 +242,7 @@ func (m *model) linkTables(cl *class) {
 	if n > eagerAllReduce {
 		// Priced on demand: a search by degree costs a few positions
 		// and replica counts, not all n² of them.
-		cl.ar = &arMemo{fits: map[int][2]float64{}}
+		cl.ar = &arMemo{}
 		return
 	}
 	cl.arPerByte = make([]float64, (n+1)*(n+1))
@@ -261,10 +261,10 @@ func (m *model) linkTables(cl *class) {
 const eagerAllReduce = 64
 
 // arMemo holds a large class's all-reduce fits as allReduce prices them;
-// safe for concurrent use (the partitioners of a problem share its model).
+// safe for concurrent use (the partitioners of a problem share its
+// model), and read without a lock once a fit is there.
 type arMemo struct {
-	mu   sync.Mutex
-	fits map[int][2]float64
+	fits sync.Map // int -> [2]float64
 }
 
 // allReduceFit is sim.CollectiveTime of an all-reduce over devs as a
@@ -284,13 +284,12 @@ func (m *model) allReduce(cl *class, p, r int) (perByte, fixed float64) {
 	if cl.ar == nil {
 		return cl.arPerByte[i], cl.arFixed[i]
 	}
-	cl.ar.mu.Lock()
-	defer cl.ar.mu.Unlock()
-	if f, ok := cl.ar.fits[i]; ok {
-		return f[0], f[1]
+	if f, ok := cl.ar.fits.Load(i); ok {
+		fit := f.([2]float64)
+		return fit[0], fit[1]
 	}
 	perByte, fixed = allReduceFit(m.t.Cluster, cl.devices[p:p+r])
-	cl.ar.fits[i] = [2]float64{perByte, fixed}
+	cl.ar.fits.Store(i, [2]float64{perByte, fixed})
 	return perByte, fixed
 }
 

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"math"
+	"sort"
 )
 
 // DegreeDevices is the class size from which the partitioners search
@@ -85,23 +86,52 @@ func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solu
 		}
 		at := func(i int, d int32) int { return i*l.n + int(d) }
 		H[at(S, full)] = 0
+		// Under the bound a stage computes at most cap (its compute
+		// spread over its replicas and micro-batches is part of its
+		// time), so the i stages before stage i's start D carry at most
+		// i·cap and the S-i from D on at most (S-i)·cap: D lies in a
+		// window [lo[i], hi[i]] around i/S of the chain, found by binary
+		// search on the prefix compute (which only grows along it).
+		lo, hi := make([]int32, S+1), make([]int32, S+1)
+		for i := 0; i <= S; i++ {
+			lo[i], hi[i] = int32(i), full-int32(S-i)
+			switch i {
+			case 0:
+				hi[i] = 0 // the first stage starts at the empty set
+			case S:
+				lo[i] = full // the last one ends at the full set
+			}
+		}
+		if cap := bound * float64(r) * fM * (1 + 1e-9); !math.IsInf(cap, 1) {
+			tol := 1e-9 * l.fast[full]
+			for i := 1; i < S; i++ {
+				lo[i] = max(lo[i], int32(sort.Search(int(full)+1, func(x int) bool {
+					return l.fast[full]-l.fast[x] <= float64(S-i)*cap+tol
+				})))
+				hi[i] = min(hi[i], int32(sort.Search(int(full)+1, func(x int) bool {
+					return l.fast[x] > float64(i)*cap+tol
+				}))-1)
+			}
+		}
+		// finLo[i]..finHi[i] holds every D with H(i, D) finite, so the
+		// stage before ends only there; an empty range ends the search
+		// at S (no split fits).
+		finLo, finHi := make([]int32, S+1), make([]int32, S+1)
+		finLo[S], finHi[S] = full, full
 		for i := S - 1; i >= 0; i-- {
+			if finLo[i+1] > finHi[i+1] {
+				finLo[0], finHi[0] = 1, 0
+				break
+			}
 			pos := i * r
 			alive := m.alive(S-i, M)
-			// Stage i starts after at least i units and leaves at least
-			// S-i-1 for the stages after it.
-			dLo, dHi := int32(i), full-int32(S-i)
-			if i == 0 {
-				dHi = 0
-			}
-			for d := dHi; d >= dLo; d-- {
+			finLo[i], finHi[i] = full+1, -1
+			for d := hi[i]; d >= lo[i]; d-- {
 				hd := at(i, d)
-				eLo := d + 1
-				if i == S-1 {
-					// The last stage ends at the full set.
-					eLo = full
-				}
-				for e := eLo; e <= full-int32(S-i-1); e++ {
+				// The next stage starts inside its own window, where the
+				// stages after it fit.
+				eLo, eHi := max(d+1, lo[i+1], finLo[i+1]), min(hi[i+1], finHi[i+1])
+				for e := eLo; e <= eHi; e++ {
 					if work != nil {
 						if *work--; *work < 0 {
 							return nil, errWork
@@ -132,6 +162,9 @@ func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solu
 					if v := m.combine(sc.time, rest); v < H[hd] {
 						H[hd], next[hd] = v, e
 					}
+				}
+				if !math.IsInf(H[hd], 1) {
+					finLo[i], finHi[i] = min(finLo[i], d), max(finHi[i], d)
 				}
 			}
 		}

@@ -74,6 +74,11 @@ func assemble(_ context.Context, r *run) error {
 				}
 			}
 			fpl = &sim.Plan{Placement: sim.Placement{Device: dev}, Stages: pl.StageDevices(len(c.Devices))}
+			if o.Tensor != nil {
+				// The split as the tensor strategy chose it, on the
+				// graph before fusion.
+				fpl.Split = o.Tensor.Split
+			}
 		}
 		breakdown = memoryBreakdown(fg, fpl, len(c.Devices))
 	}

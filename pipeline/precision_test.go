@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,10 +204,17 @@ func TestAMPInference(t *testing.T) {
 // TestTensorBreakdown: in a tensor-parallel plan every member of a group
 // lists what it holds (1/t of the divided weights, their gradients and
 // state), the same as its leader, and no device's weights exceed its
-// simulated peak.
+// simulated peak; with the graph fused as users run it too (the split is
+// then carried back to the graph before fusion).
 func TestTensorBreakdown(t *testing.T) {
+	for _, fusion := range []string{pipeline.FusionNone, pipeline.FusionAuto} {
+		t.Run(fusion, func(t *testing.T) { tensorBreakdown(t, fusion) })
+	}
+}
+
+func tensorBreakdown(t *testing.T, fusion string) {
 	o := opts("gpt2_small", "8xA100-2host", map[string]int64{"batch": 8})
-	o.Strategy, o.Precision = "tensor", "amp-bf16"
+	o.Strategy, o.Precision, o.Fusion = "tensor", "amp-bf16", fusion
 	o.Strategies.Tensor = "2"
 	r, err := pipeline.Run(context.Background(), o)
 	if err != nil {
@@ -219,11 +227,21 @@ func TestTensorBreakdown(t *testing.T) {
 	}
 	whole := one.Plan.Devices[0].Breakdown.WeightBytes
 	groups := 0
+	var held int64 // one member of each stage's first group
 	for _, st := range r.Plan.Stages {
 		if st.TensorParallel < 2 {
 			continue
 		}
 		groups++
+		for _, d := range r.Plan.Devices {
+			if d.Name == st.Devices[0] {
+				held += d.Breakdown.WeightBytes
+			}
+		}
+	}
+	t.Logf("%d tensor-parallel stages; one member of each holds %d bytes of weights of %d", groups, held, whole)
+	if all := slices.ContainsFunc(r.Plan.Stages, func(st plan.Stage) bool { return st.TensorParallel < 2 }); !all && held > whole*3/4 {
+		t.Errorf("one member of each group holds %d bytes of weights of the model's %d: the split's divided weights are not divided", held, whole)
 	}
 	if groups == 0 {
 		t.Fatalf("strategy tensor made no tensor-parallel stage")

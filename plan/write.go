@@ -106,7 +106,7 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "DEVICE\tTYPE\tHOST\tOPS\tBUSY (ms)\tUTIL\tPEAK MEMORY\tCAPACITY\tUSED")
-	for _, d := range p.Devices {
+	deviceRow := func(d Device) string {
 		util, used := 0.0, 0.0
 		if p.PredictedStepMS > 0 {
 			util = d.BusyMS / p.PredictedStepMS
@@ -114,8 +114,14 @@ func WriteTable(w io.Writer, p *Plan) error {
 		if d.MemoryBytes > 0 {
 			used = float64(d.PeakMemoryBytes) / float64(d.MemoryBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.0f%%\t%s\t%s\t%.0f%%\n",
-			d.Name, d.Type, d.Host, d.Ops, d.BusyMS, 100*util, cluster.FormatBytes(d.PeakMemoryBytes), cluster.FormatBytes(d.MemoryBytes), 100*used)
+		return fmt.Sprintf("%s\t%d\t%.3f\t%.0f%%\t%s\t%s\t%.0f%%",
+			d.Type, d.Ops, d.BusyMS, 100*util, cluster.FormatBytes(d.PeakMemoryBytes), cluster.FormatBytes(d.MemoryBytes), 100*used)
+	}
+	for _, run := range alikeRuns(p.Devices, deviceRow) {
+		d := p.Devices[run[0]]
+		row := deviceRow(d)
+		typ, rest, _ := strings.Cut(row, "\t")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", runName(p.Devices, run, func(d Device) string { return d.Name }), typ, runName(p.Devices, run, func(d Device) string { return d.Host }), rest)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -124,11 +130,19 @@ func WriteTable(w io.Writer, p *Plan) error {
 		fmt.Fprintf(w, "\nweights held per device (%s; activations are the rest of the peak):\n", p.Precision)
 		tw := newTable(w)
 		fmt.Fprintln(tw, "DEVICE\tWEIGHTS\tHALF COPY\tGRADIENTS\tOPTIMIZER STATE")
+		var held []Device
 		for _, d := range p.Devices {
 			if b := d.Breakdown; b != nil && *b != (MemoryBreakdown{}) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, cluster.FormatBytes(b.WeightBytes), cluster.FormatBytes(b.HalfWeightBytes),
-					cluster.FormatBytes(b.GradientBytes), cluster.FormatBytes(b.OptimizerStateBytes))
+				held = append(held, d)
 			}
+		}
+		breakdown := func(d Device) string {
+			b := d.Breakdown
+			return fmt.Sprintf("%s\t%s\t%s\t%s", cluster.FormatBytes(b.WeightBytes), cluster.FormatBytes(b.HalfWeightBytes),
+				cluster.FormatBytes(b.GradientBytes), cluster.FormatBytes(b.OptimizerStateBytes))
+		}
+		for _, run := range alikeRuns(held, breakdown) {
+			fmt.Fprintf(tw, "%s\t%s\n", runName(held, run, func(d Device) string { return d.Name }), breakdown(held[run[0]]))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -504,4 +518,45 @@ func microBatchSizes(stages []Stage) string {
 		parts[i] = fmt.Sprintf("%d (stage %d)", s.MicroBatchSize, i)
 	}
 	return strings.Join(parts, ", ") + " samples"
+}
+
+// alikeRun is how many consecutive devices with the same row a table
+// prints as one: clusters of hundreds of devices would otherwise print a
+// line per device, all alike. Shorter runs print a row per device.
+const alikeRun = 16
+
+// alikeRuns splits devs into runs to print, each [first, last]: a run of
+// at least alikeRun consecutive devices whose rows (row) are equal, or a
+// single device.
+func alikeRuns(devs []Device, row func(Device) string) [][2]int {
+	var out [][2]int
+	for i := 0; i < len(devs); {
+		j := i + 1
+		r := row(devs[i])
+		for j < len(devs) && row(devs[j]) == r {
+			j++
+		}
+		if j-i >= alikeRun {
+			out = append(out, [2]int{i, j - 1})
+		} else {
+			for k := i; k < j; k++ {
+				out = append(out, [2]int{k, k})
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+// runName names a run of alikeRuns by field: the one value, or the first
+// and last and how many devices the run holds.
+func runName(devs []Device, run [2]int, field func(Device) string) string {
+	first, last := field(devs[run[0]]), field(devs[run[1]])
+	if run[0] == run[1] {
+		return first
+	}
+	if first == last {
+		return fmt.Sprintf("%s (%d devices)", first, run[1]-run[0]+1)
+	}
+	return fmt.Sprintf("%s … %s (%d devices)", first, last, run[1]-run[0]+1)
 }

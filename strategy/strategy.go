@@ -11,11 +11,13 @@
 package strategy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/opplace/opplace/cluster"
@@ -117,8 +119,19 @@ func (p *Problem) Simulate(pl *sim.Plan) (*sim.Result, error) {
 	if p.simulator == nil {
 		return sim.Run(p.Costs, p.Adj, p.Order, pl)
 	}
-	return p.simulator.Run(pl)
+	res, err := p.simulator.Run(pl)
+	if checkBounds && err == nil {
+		if lb, berr := p.simulator.ComputeBound(pl); berr != nil || lb > res.Step*(1+1e-9)+1e-12 {
+			panic(fmt.Sprintf("sim.ComputeBound %v (%v) above the simulated step %v", lb, berr, res.Step))
+		}
+	}
+	return res, err
 }
+
+// checkBounds makes every simulation also check that sim.ComputeBound,
+// which the judge prunes by, is no longer than the step: on in test
+// binaries.
+var checkBounds = testing.Testing()
 
 // Rules are the user's rules as the judge applies them.
 type Rules interface {
@@ -255,10 +268,21 @@ func Evaluate(ctx context.Context, p *Problem, name string, s Strategy) Outcome 
 
 // judge simulates every proposal and keeps the fastest that fits, else
 // the first, with an error saying where it overflows.
+//
+// Proposals the strategy simulated already are judged first; the others
+// are then simulated from the least compute bound (sim.ComputeBound) up,
+// and one whose bound and penalty exceed the best plan that fits so far
+// is not simulated: it cannot be kept. The plan kept is the one judging
+// them all in order would keep.
 func judge(p *Problem, o Outcome, props []Proposal) Outcome {
-	var overflowing *Outcome
-	notes := o.Notes // the strategy's own; each proposal adds its own
-	for _, pr := range props {
+	type judged struct {
+		res *sim.Result
+		err error
+	}
+	out := make([]judged, len(props))
+	best := math.Inf(1) // the least objective of a plan that fits so far
+	try := func(i int) {
+		pr := props[i]
 		res, err := pr.Sim, p.SplitsBatch(pr.Plan)
 		if res == nil && err == nil {
 			res, err = p.Simulate(pr.Plan)
@@ -266,6 +290,48 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		if err == nil && p.Rules != nil {
 			err = p.Rules.Check(pr.Plan)
 		}
+		out[i] = judged{res, err}
+		if err == nil && p.Fits(res) {
+			pen := 0.0
+			if p.Rules != nil {
+				pen = p.Rules.Penalty(pr.Plan)
+			}
+			best = min(best, res.Step+pen)
+		}
+	}
+	var later []int
+	bounds := make([]float64, len(props))
+	for i, pr := range props {
+		if pr.Sim != nil || p.simulator == nil {
+			try(i)
+			continue
+		}
+		lb, err := p.simulator.ComputeBound(pr.Plan)
+		if err != nil {
+			lb = 0
+		}
+		if p.Rules != nil {
+			lb += p.Rules.Penalty(pr.Plan)
+		}
+		bounds[i] = lb
+		later = append(later, i)
+	}
+	slices.SortStableFunc(later, func(a, b int) int { return cmp.Compare(bounds[a], bounds[b]) })
+	skipped := make([]bool, len(props))
+	for _, i := range later {
+		if bounds[i] > best {
+			skipped[i] = true
+			continue
+		}
+		try(i)
+	}
+	var overflowing *Outcome
+	notes := o.Notes // the strategy's own; each proposal adds its own
+	for i, pr := range props {
+		if skipped[i] {
+			continue
+		}
+		res, err := out[i].res, out[i].err
 		if err != nil {
 			if o.Sim == nil && overflowing == nil {
 				o.Err = err

@@ -245,10 +245,11 @@ func tensorBound(p *Problem, groups [][]int, t int, split *sim.TensorSplit) floa
 	lead := groups[0][0]
 	launch := c.Devices[lead].Type.LaunchOverhead
 	var compute, syncs float64
+	ct := newCollectives(c, groups[0])
 	for op := range p.Graph.Ops {
 		id := graph.OpID(op)
 		compute += split.OpTime(id, p.Costs.OpTime(id, lead), launch, t)
-		syncs += split.SyncTime(c, id, groups[0], 1)
+		syncs += ct.syncTime(split, id)
 	}
 	return max(compute, syncs) / float64(len(groups))
 }
@@ -357,7 +358,7 @@ func (s tensorParallel) solve(p *Problem, group []int, t int, tokens bool) (*Ten
 		g, tab = p.Fine.Coarse.Fine, p.Fine.costs(c)
 	}
 	lead := group[0]
-	res, err := shard.Solve(g, t, groupModel{tab, group}, shard.Options{Tokens: tokens})
+	res, err := shard.Solve(g, t, groupModel{costs: tab, group: group, times: newCollectives(tab.Cluster, group)}, shard.Options{Tokens: tokens})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -423,9 +424,10 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 		sub.Devices[i].Memory = int64(float64(sub.Devices[i].Memory) / keep)
 	}
 	times := make([]float64, len(p.Graph.Ops))
+	ct := newCollectives(c, groups[0])
 	for op := range times {
 		id := graph.OpID(op)
-		times[op] = split.OpTime(id, p.Costs.OpTime(id, leads[0]), c.Devices[leads[0]].Type.LaunchOverhead, t) + split.SyncTime(c, id, groups[0], 1)
+		times[op] = split.OpTime(id, p.Costs.OpTime(id, leads[0]), c.Devices[leads[0]].Type.LaunchOverhead, t) + ct.syncTime(split, id)
 	}
 	vtab := cost.NewTable(p.Graph, sub, fixedTimes(times))
 	vp, err := placer.NewProblem(p.Graph, vtab)
@@ -529,11 +531,52 @@ func (f fixedTimes) OpTime(_ *graph.Graph, op graph.OpID, _ *cluster.DeviceType)
 type groupModel struct {
 	costs *cost.Table
 	group []int
+	times *collectives
 }
 
 func (m groupModel) OpTime(op graph.OpID) float64 { return m.costs.OpTime(op, m.group[0]) }
 func (m groupModel) Collective(k sim.CollectiveKind, b int64) float64 {
-	return sim.CollectiveTime(m.costs.Cluster, k, m.group, b)
+	return m.times.time(k, b)
+}
+
+// collectives prices collectives over one group (sim.CollectiveTime),
+// each kind and size once: a split model repeats a few sizes over every
+// layer. Not safe for concurrent use.
+type collectives struct {
+	c     *cluster.Cluster
+	group []int
+	memo  map[collectiveKey]float64
+}
+
+type collectiveKey struct {
+	kind  sim.CollectiveKind
+	bytes int64
+}
+
+func newCollectives(c *cluster.Cluster, group []int) *collectives {
+	return &collectives{c: c, group: group, memo: map[collectiveKey]float64{}}
+}
+
+func (x *collectives) time(k sim.CollectiveKind, b int64) float64 {
+	key := collectiveKey{k, b}
+	if t, ok := x.memo[key]; ok {
+		return t
+	}
+	t := sim.CollectiveTime(x.c, k, x.group, b)
+	x.memo[key] = t
+	return t
+}
+
+// syncTime is split.SyncTime of op over the group at the whole batch.
+func (x *collectives) syncTime(split *sim.TensorSplit, op graph.OpID) float64 {
+	if split == nil || split.Syncs == nil {
+		return 0
+	}
+	var t float64
+	for _, y := range split.Syncs[op] {
+		t += x.time(y.Kind, y.Bytes)
+	}
+	return t
 }
 
 // devicesPerHost is the fewest devices of cl any host holds (among the
