@@ -248,7 +248,28 @@ func (m *ILP) model(p *Problem, target int) (*ilpModel, error) {
 		}
 		target = target * 3 / 4
 	}
+	if n := md.pairRows(); n > maxPairRows {
+		return nil, fmt.Errorf("ilp: its program would have %d transfer rows (a row per edge and pair of devices its ends may run on, %d devices), more than the %d it builds and solves in seconds", n, md.nd, maxPairRows)
+	}
 	return md, nil
+}
+
+// maxPairRows bounds the transfer rows of the program (pairRows): on a
+// cluster of hundreds of devices they grow with the square of its size
+// (2.4 million per edge on 1,536 GPUs), and the program is not built.
+const maxPairRows = 2_000_000
+
+// pairRows is how many transfer rows build makes: per edge between units
+// that moves bytes, a row per pair of distinct devices its ends may run
+// on.
+func (md *ilpModel) pairRows() int {
+	n := 0
+	for _, e := range md.gg.edges {
+		if e.bytes != 0 {
+			n += len(md.allowed[e.from]) * len(md.allowed[e.to])
+		}
+	}
+	return n
 }
 
 // solve runs Cbc once on md within secs, from the best starting solution
