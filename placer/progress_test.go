@@ -3,6 +3,7 @@ package placer_test
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/opplace/opplace/graph/graphtest"
@@ -37,5 +38,22 @@ func TestILPProgress(t *testing.T) {
 	}
 	if last := ev[len(ev)-1]; last.Op != "done" {
 		t.Errorf("last event %+v, want done", last)
+	}
+}
+
+// TestILPRefusesHugePrograms: on a cluster of 1,500 devices three
+// branches joining need millions of transfer rows (one per edge and pair
+// of devices), and ilp says so at once instead of building them.
+func TestILPRefusesHugePrograms(t *testing.T) {
+	b := graphtest.New("branches").Input("x", 8).Op("a", 2e9, 1<<20, "x").Op("b", 2e9, 1<<20, "x").Op("c", 2e9, 1<<20, "x").
+		Op("join", 2e9, 1<<20, "a", "b", "c")
+	devs := make([]graphtest.Device, 1500)
+	for i := range devs {
+		devs[i] = dev(giga, 1<<40)
+	}
+	p := problem(t, b, graphtest.Cluster(giga, 0, devs...))
+	_, err := (&placer.ILP{MaxSeconds: 5, MaxNodes: 50}).Place(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "transfer rows") {
+		t.Fatalf("err = %v, want the program refused for its transfer rows", err)
 	}
 }
