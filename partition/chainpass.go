@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 
@@ -72,7 +71,7 @@ func (p *Problem) searchChains(ctx context.Context, name string, deadline time.T
 			var s *solution
 			var err error
 			if p.uniform() {
-				s, err = solveUniform(p, l, M, math.Inf(1), work)
+				s, err = solveUniform(p, l, M, work)
 			} else {
 				s, err = solveBounded(p, l, M, heuristicUB(p, l, M), deadline, work)
 			}

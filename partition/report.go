@@ -107,6 +107,24 @@ type Stage struct {
 	EndMs   float64 `json:"end_ms"`
 }
 
+// passes are a solution's stage costs and the pass times its schedule
+// runs.
+func (s *solution) passes() (passTimes, []stageCost) {
+	l, m := s.lat, s.lat.m
+	S := len(s.stages)
+	pt := passTimes{fwd: make([]float64, S), bwd: make([]float64, S), fwdSend: make([]float64, S), bwdSend: make([]float64, S), perStep: make([]float64, S)}
+	costs := make([]stageCost, S)
+	sm := newSums(l.nc)
+	for i, x := range s.stages {
+		l.sums(sm, x.from, x.to)
+		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, s.M)
+		costs[i] = sc
+		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
+		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep
+	}
+	return pt, costs
+}
+
 // report turns a solution into a Plan, simulating its schedule.
 func (p *Problem) report(name string, s *solution) *Plan {
 	l, M := s.lat, s.M
@@ -115,16 +133,10 @@ func (p *Problem) report(name string, s *solution) *Plan {
 	pl := &Plan{Partitioner: name, Schedule: p.Options.Schedule, Objective: p.Options.Objective,
 		Training: m.training, MicroBatches: M, ObjectiveMs: ms(s.value), value: s.value, OpStage: make([]int, len(g.Ops))}
 	S := len(s.stages)
-	pt := passTimes{fwd: make([]float64, S), bwd: make([]float64, S), fwdSend: make([]float64, S), bwdSend: make([]float64, S), perStep: make([]float64, S)}
-	costs := make([]stageCost, S)
+	pt, costs := s.passes()
 	temps := make([]int64, S)
-	sm := newSums(l.nc)
 	for i, x := range s.stages {
-		l.sums(sm, x.from, x.to)
-		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
-		costs[i] = sc
-		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
-		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep
+		sc := costs[i]
 		cl := &m.classes[x.class]
 		st := Stage{Index: i, DeviceType: cl.name, Replicas: x.r,
 			ComputeMs: ms(sc.compute), CommMs: ms(sc.comm), SyncMs: ms(sc.sync), TimeMs: ms(sc.time),

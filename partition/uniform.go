@@ -40,7 +40,7 @@ func (p *Problem) uniform() bool {
 // its compute, parameters, stash and scratch never shrink, so the first
 // E whose stage passes the bound or the memory ends the scan. The stage
 // counts are searched in increasing order, each under the best objective
-// found so far (ub, the caller's bound at first): a deeper pipeline whose
+// found so far (ub): a deeper pipeline whose
 // slowest stage is slower also has the longer step, having more stages
 // to fill.
 //
@@ -50,7 +50,7 @@ func (p *Problem) uniform() bool {
 // smallest objective under latency; ties go to fewer stages. Returns nil
 // when nothing fits. work is charged per pair of cuts visited, as solve
 // charges it.
-func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solution, error) {
+func solveUniform(p *Problem, l *lattice, M int, work *int64) (*solution, error) {
 	m := l.m
 	const k = 0
 	cl := &m.classes[k]
@@ -60,7 +60,7 @@ func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solu
 	s := newSums(l.nc)
 	var best *solution
 	bestKey := math.Inf(1)
-	bound := ub * (1 + 1e-9)
+	ub, bound := math.Inf(1), math.Inf(1)
 	H := make([]float64, 0)
 	next := make([]int32, 0)
 	for S := 1; S <= n && S <= int(full); S++ {
@@ -197,16 +197,6 @@ func solveUniform(p *Problem, l *lattice, M int, ub float64, work *int64) (*solu
 // estimateStep is the step report predicts for a solution (its
 // schedule's timeline), without building the plan.
 func (p *Problem) estimateStep(s *solution) float64 {
-	l, M := s.lat, s.M
-	m := l.m
-	S := len(s.stages)
-	pt := passTimes{fwd: make([]float64, S), bwd: make([]float64, S), fwdSend: make([]float64, S), bwdSend: make([]float64, S), perStep: make([]float64, S)}
-	sm := newSums(l.nc)
-	for i, x := range s.stages {
-		l.sums(sm, x.from, x.to)
-		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, M)
-		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
-		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep
-	}
-	return simulateSchedule(pt, M, p.Options.Schedule, m.training).step
+	pt, _ := s.passes()
+	return simulateSchedule(pt, s.M, p.Options.Schedule, s.lat.m.training).step
 }

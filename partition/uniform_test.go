@@ -92,7 +92,7 @@ func TestUniformAgainstBruteForce(t *testing.T) {
 			}
 			l := chainLattice(p.u, p.m)
 			M := opts.MicroBatches
-			got, err := solveUniform(p, l, M, math.Inf(1), nil)
+			got, err := solveUniform(p, l, M, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

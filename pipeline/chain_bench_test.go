@@ -52,13 +52,7 @@ func chainFile(b *testing.B, dir string, n int) string {
 //
 //	go test -run '^$' -bench Chain -benchtime 3x ./pipeline/
 func BenchmarkChain(b *testing.B) {
-	bin, err := filepath.Abs("../bin/opplace")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		b.Skip("bin/opplace is missing: run make build first")
-	}
+	bin := builtBinary(b)
 	dir := b.TempDir()
 	file := chainFile(b, dir, 200_000)
 	var peak int64
@@ -68,9 +62,30 @@ func BenchmarkChain(b *testing.B) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("%v: %v\n%s", cmd, err, out)
 		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			peak = max(peak, ru.Maxrss*1024) // kilobytes on Linux
-		}
+		peak = max(peak, peakRSS(cmd.ProcessState))
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "peak_rss_MB")
+}
+
+// builtBinary is bin/opplace (make build), for benchmarks that run the
+// command as a user does; it skips the benchmark when it is missing.
+func builtBinary(b *testing.B) string {
+	b.Helper()
+	bin, err := filepath.Abs("../bin/opplace")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		b.Skip("bin/opplace is missing: run make build first")
+	}
+	return bin
+}
+
+// peakRSS is a finished child's peak resident memory in bytes
+// (getrusage's ru_maxrss: the whole process), 0 where unknown.
+func peakRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return 0
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -71,18 +70,13 @@ var llmRows = []struct {
 //
 //	go test -run '^$' -bench LLMClusters -benchtime 1x -v ./pipeline/
 func BenchmarkLLMClusters(b *testing.B) {
-	bin, err := filepath.Abs("../bin/opplace")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		b.Skip("bin/opplace is missing: run make build first")
-	}
+	bin := builtBinary(b)
 	if _, err := os.Stat(llmModels); err != nil {
 		b.Skip("the shared LLMs are missing: ", err)
 	}
 	limit := 60 * time.Second
 	if s := os.Getenv("OPPLACE_BENCH_LIMIT"); s != "" {
+		var err error
 		if limit, err = time.ParseDuration(s); err != nil {
 			b.Fatal(err)
 		}
@@ -108,9 +102,7 @@ func BenchmarkLLMClusters(b *testing.B) {
 					"--cluster", c, "--precision", "amp-bf16", "--dim", fmt.Sprintf("batch=%d", row.batch), "-q", "--out", out, "-o", "table")
 				table, err := cmd.Output()
 				cancel()
-				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-					peak = max(peak, ru.Maxrss*1024)
-				}
+				peak = max(peak, peakRSS(cmd.ProcessState))
 				cpu = max(cpu, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 				if ctx.Err() != nil {
 					b.Logf("no plan within %v", limit)

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -234,13 +233,7 @@ func synthFile(b *testing.B, dir string, n int) string {
 //
 //	make bench-1m    # or: OPPLACE_BENCH_1M=1 go test -run '^$' -bench Scale -benchtime 1x ./pipeline/
 func BenchmarkScale(b *testing.B) {
-	bin, err := filepath.Abs("../bin/opplace")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		b.Skip("bin/opplace is missing: run make build first")
-	}
+	bin := builtBinary(b)
 	dir := b.TempDir()
 	for _, n := range scaleSizes() {
 		file := synthFile(b, dir, n)
@@ -260,9 +253,7 @@ func BenchmarkScale(b *testing.B) {
 					if err := cmd.Run(); err != nil {
 						b.Fatalf("%v: %v\n%s", cmd, err, stderr.Bytes())
 					}
-					if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-						peak = max(peak, ru.Maxrss*1024) // kilobytes on Linux
-					}
+					peak = max(peak, peakRSS(cmd.ProcessState))
 					d, err := stageTime(stderr.String(), "import")
 					if err != nil {
 						b.Fatal(err)

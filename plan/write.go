@@ -106,7 +106,11 @@ func WriteTable(w io.Writer, p *Plan) error {
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "DEVICE\tTYPE\tHOST\tOPS\tBUSY (ms)\tUTIL\tPEAK MEMORY\tCAPACITY\tUSED")
-	deviceRow := func(d Device) string {
+	// A row's figures after the host, and the device type with them to
+	// tell runs of alike devices.
+	figures := make([]string, len(p.Devices))
+	alike := make([]string, len(p.Devices))
+	for i, d := range p.Devices {
 		util, used := 0.0, 0.0
 		if p.PredictedStepMS > 0 {
 			util = d.BusyMS / p.PredictedStepMS
@@ -114,14 +118,13 @@ func WriteTable(w io.Writer, p *Plan) error {
 		if d.MemoryBytes > 0 {
 			used = float64(d.PeakMemoryBytes) / float64(d.MemoryBytes)
 		}
-		return fmt.Sprintf("%s\t%d\t%.3f\t%.0f%%\t%s\t%s\t%.0f%%",
-			d.Type, d.Ops, d.BusyMS, 100*util, cluster.FormatBytes(d.PeakMemoryBytes), cluster.FormatBytes(d.MemoryBytes), 100*used)
+		figures[i] = fmt.Sprintf("%d\t%.3f\t%.0f%%\t%s\t%s\t%.0f%%",
+			d.Ops, d.BusyMS, 100*util, cluster.FormatBytes(d.PeakMemoryBytes), cluster.FormatBytes(d.MemoryBytes), 100*used)
+		alike[i] = d.Type + "\t" + figures[i]
 	}
-	for _, run := range alikeRuns(p.Devices, deviceRow) {
-		d := p.Devices[run[0]]
-		row := deviceRow(d)
-		typ, rest, _ := strings.Cut(row, "\t")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", runName(p.Devices, run, func(d Device) string { return d.Name }), typ, runName(p.Devices, run, func(d Device) string { return d.Host }), rest)
+	for _, run := range alikeRuns(alike) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", runName(p.Devices, run, func(d Device) string { return d.Name }), p.Devices[run[0]].Type,
+			runName(p.Devices, run, func(d Device) string { return d.Host }), figures[run[0]])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -131,18 +134,16 @@ func WriteTable(w io.Writer, p *Plan) error {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "DEVICE\tWEIGHTS\tHALF COPY\tGRADIENTS\tOPTIMIZER STATE")
 		var held []Device
+		var rows []string
 		for _, d := range p.Devices {
 			if b := d.Breakdown; b != nil && *b != (MemoryBreakdown{}) {
 				held = append(held, d)
+				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s", cluster.FormatBytes(b.WeightBytes), cluster.FormatBytes(b.HalfWeightBytes),
+					cluster.FormatBytes(b.GradientBytes), cluster.FormatBytes(b.OptimizerStateBytes)))
 			}
 		}
-		breakdown := func(d Device) string {
-			b := d.Breakdown
-			return fmt.Sprintf("%s\t%s\t%s\t%s", cluster.FormatBytes(b.WeightBytes), cluster.FormatBytes(b.HalfWeightBytes),
-				cluster.FormatBytes(b.GradientBytes), cluster.FormatBytes(b.OptimizerStateBytes))
-		}
-		for _, run := range alikeRuns(held, breakdown) {
-			fmt.Fprintf(tw, "%s\t%s\n", runName(held, run, func(d Device) string { return d.Name }), breakdown(held[run[0]]))
+		for _, run := range alikeRuns(rows) {
+			fmt.Fprintf(tw, "%s\t%s\n", runName(held, run, func(d Device) string { return d.Name }), rows[run[0]])
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -525,15 +526,14 @@ func microBatchSizes(stages []Stage) string {
 // line per device, all alike. Shorter runs print a row per device.
 const alikeRun = 16
 
-// alikeRuns splits devs into runs to print, each [first, last]: a run of
-// at least alikeRun consecutive devices whose rows (row) are equal, or a
-// single device.
-func alikeRuns(devs []Device, row func(Device) string) [][2]int {
+// alikeRuns splits the rows of a device table into runs to print, each
+// [first, last]: a run of at least alikeRun consecutive equal rows, or a
+// single row.
+func alikeRuns(rows []string) [][2]int {
 	var out [][2]int
-	for i := 0; i < len(devs); {
+	for i := 0; i < len(rows); {
 		j := i + 1
-		r := row(devs[i])
-		for j < len(devs) && row(devs[j]) == r {
+		for j < len(rows) && rows[j] == rows[i] {
 			j++
 		}
 		if j-i >= alikeRun {

@@ -25,26 +25,12 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 	tp := tensorDegree(stages, nd)
 	busy := make([]float64, nd)
 	for op := range g.Ops {
-		id := graph.OpID(op)
 		d := p.Device[op]
-		st := &stages[opStage[op]]
-		r := len(st.Replicas)
-		launch := t.Cluster.Devices[d].Type.LaunchOverhead
-		full := p.Split.OpTime(id, t.OpTime(id, d), launch, tp[d])
-		launch = min(launch, full)
-		switch {
-		case full <= 0:
-		case f.perMB[op]:
-			if k := float64(r * M); k > 1 {
-				busy[d] += float64(M) * ((full-launch)/k + launch)
-			} else {
-				busy[d] += full
-			}
-		case g.Ops[op].Phase == graph.Update && f.training && r > 1 && st.Sharding >= ZeRO1:
-			busy[d] += (full-launch)/float64(r) + launch
-		default:
-			busy[d] += full
+		run := runTime(f, t, p.Split, graph.OpID(op), d, tp[d], &stages[opStage[op]], M)
+		if f.perMB[op] {
+			run *= float64(M)
 		}
+		busy[d] += run
 	}
 	var most float64
 	for _, b := range busy {

@@ -182,11 +182,19 @@ func (s *state) buildGathers(d int) {
 // NoSharding when the stage has one replica (or d none) or the step has
 // no optimizer updates.
 func (s *state) sharding(d int) (Sharding, int) {
-	st := s.devStage[d]
-	if st < 0 || s.replicas[st] < 2 || !s.training {
+	if st := s.devStage[d]; st >= 0 {
+		return stageSharding(&s.stages[st], s.training)
+	}
+	return NoSharding, 1
+}
+
+// stageSharding is a stage's ZeRO level and replica count, NoSharding
+// for no stage (nil), one replica, or a step with no optimizer updates.
+func stageSharding(st *Stage, training bool) (Sharding, int) {
+	if st == nil || len(st.Replicas) < 2 || !training {
 		return NoSharding, 1
 	}
-	return s.stages[st].Sharding, s.replicas[st]
+	return st.Sharding, len(st.Replicas)
 }
 
 // launchBuckets starts device d's next all-reduce buckets, in order, as

@@ -48,6 +48,37 @@ func CollectiveTime(c *cluster.Cluster, kind CollectiveKind, devs []int, bytes i
 	return collectiveTime(c, kind, devs, bytes, 1)
 }
 
+// GroupCollectives prices collectives over one group of devices
+// (CollectiveTime), each kind and size once: a split model repeats a few
+// sync sizes over every layer and micro-batch. Not safe for concurrent
+// use.
+type GroupCollectives struct {
+	c     *cluster.Cluster
+	group []int
+	memo  map[groupCollective]float64
+}
+
+type groupCollective struct {
+	kind  CollectiveKind
+	bytes int64
+}
+
+// NewGroupCollectives prices collectives over group on cluster c.
+func NewGroupCollectives(c *cluster.Cluster, group []int) *GroupCollectives {
+	return &GroupCollectives{c: c, group: group, memo: map[groupCollective]float64{}}
+}
+
+// Time is CollectiveTime of a collective of kind on bytes over the group.
+func (x *GroupCollectives) Time(kind CollectiveKind, bytes int64) float64 {
+	k := groupCollective{kind, bytes}
+	if t, ok := x.memo[k]; ok {
+		return t
+	}
+	t := CollectiveTime(x.c, kind, x.group, bytes)
+	x.memo[k] = t
+	return t
+}
+
 // collectiveTime is CollectiveTime with the hosts' network cards shared
 // by streams such collectives at once (the members of a tensor-parallel
 // group, each reducing its shard with its peers in the other replicas).

@@ -47,14 +47,14 @@ func eventBefore(a, b event) bool {
 // recomputation (recompute.go).
 type state struct {
 	*facts
-	// syncTimes memoises syncCost's collectives, syncChans syncChannels'
-	// channels per device.
-	syncTimes map[syncKey]float64
+	t     *cost.Table
+	g     *graph.Graph
+	c     *cluster.Cluster
+	nd, M int
+	// syncTimes prices syncCost's collectives per stage, syncChans holds
+	// syncChannels' channels per device.
+	syncTimes []*GroupCollectives
 	syncChans map[int][]int
-	t         *cost.Table
-	g         *graph.Graph
-	c         *cluster.Cluster
-	nd, M     int
 
 	// The plan: each op's device, priority and stage, and the stages.
 	dev      []int
@@ -221,24 +221,39 @@ func (s *state) taskTime(op graph.OpID, d, mb int) float64 {
 // computeTime is how long one run of op computes on device d: its share
 // of the micro-batch, of a tensor-parallel split and of a ZeRO update.
 func (s *state) computeTime(op graph.OpID, d int) float64 {
-	full := s.split.OpTime(op, s.t.OpTime(op, d), s.c.Devices[d].Type.LaunchOverhead, s.tp[d])
-	if !s.perMB[op] {
-		if s.g.Ops[op].Phase == graph.Update && full > 0 {
-			if z, r := s.sharding(d); z >= ZeRO1 {
-				// This replica's 1/r of the update.
-				launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
-				return (full-launch)/float64(r) + launch
-			}
-		}
-		return full
-	}
 	st := s.devStage[d]
-	k := float64(s.replicas[st] * s.M)
+	var stage *Stage
+	if st >= 0 {
+		stage = &s.stages[st]
+	}
+	return runTime(s.facts, s.t, s.split, op, d, s.tp[d], stage, s.M)
+}
+
+// runTime is how long one run of op takes on device d, of tensor-parallel
+// degree tp under split, in stage (nil: none) at M micro-batches: the
+// op's time for the whole batch under the split, shared by the runs that
+// split its work (a run per micro-batch of each replica; a ZeRO update by
+// the replicas), each paying the launch again. Run times every run so,
+// and ComputeBound sums them.
+func runTime(f *facts, t *cost.Table, split *TensorSplit, op graph.OpID, d, tp int, stage *Stage, M int) float64 {
+	launch := t.Cluster.Devices[d].Type.LaunchOverhead
+	full := split.OpTime(op, t.OpTime(op, d), launch, tp)
+	k := 1
+	switch {
+	case f.perMB[op]:
+		if stage != nil {
+			k = len(stage.Replicas) * M
+		}
+	case t.Graph.Ops[op].Phase == graph.Update:
+		if z, r := stageSharding(stage, f.training); z >= ZeRO1 {
+			k = r // this replica's 1/r of the update
+		}
+	}
 	if k == 1 || full <= 0 {
 		return full
 	}
-	launch := min(s.c.Devices[d].Type.LaunchOverhead, full)
-	return (full-launch)/k + launch
+	launch = min(launch, full)
+	return (full-launch)/float64(k) + launch
 }
 
 // push queues event e after the events of its time queued before.

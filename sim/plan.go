@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
 )
 
@@ -155,15 +154,15 @@ func (sp *TensorSplit) OpTime(op graph.OpID, full, launch float64, t int) float6
 	return (full-launch)*(1-s+s/float64(t)) + launch
 }
 
-// SyncTime is how long op's syncs take over group on cluster c when each
+// SyncTime is how long op's syncs take over the group x prices when each
 // moves 1/div of its tensor (div 1: the whole step's).
-func (sp *TensorSplit) SyncTime(c *cluster.Cluster, op graph.OpID, group []int, div int64) float64 {
+func (sp *TensorSplit) SyncTime(x *GroupCollectives, op graph.OpID, div int64) float64 {
 	if sp == nil || sp.Syncs == nil {
 		return 0
 	}
 	var t float64
 	for _, y := range sp.Syncs[op] {
-		t += CollectiveTime(c, y.Kind, group, ceilDiv(y.Bytes, div))
+		t += x.Time(y.Kind, ceilDiv(y.Bytes, div))
 	}
 	return t
 }

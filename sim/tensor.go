@@ -76,29 +76,18 @@ func (s *state) runSyncTime(op graph.OpID, d int) float64 {
 }
 
 // syncCost is the bytes one run of op moves in sync y over group (its
-// stage's first replica), and how long that takes. A split model repeats
-// a few sync sizes over every layer and micro-batch, so each distinct
-// collective is priced once per run.
+// stage's first replica), and how long that takes, priced once per stage
+// and size (GroupCollectives).
 func (s *state) syncCost(op graph.OpID, y Sync, group []int) (int64, float64) {
 	b := ceilDiv(y.Bytes, s.syncDiv(op, y))
-	k := syncKey{kind: y.Kind, stage: s.opStage[op], bytes: b}
-	if t, ok := s.syncTimes[k]; ok {
-		return b, t
-	}
-	t := CollectiveTime(s.c, y.Kind, group, b)
+	st := s.opStage[op]
 	if s.syncTimes == nil {
-		s.syncTimes = map[syncKey]float64{}
+		s.syncTimes = make([]*GroupCollectives, len(s.stages))
 	}
-	s.syncTimes[k] = t
-	return b, t
-}
-
-// syncKey is a tensor-parallel collective as syncCost prices it: its
-// kind, its stage (whose first replica is the group) and its bytes.
-type syncKey struct {
-	kind  CollectiveKind
-	stage int
-	bytes int64
+	if s.syncTimes[st] == nil {
+		s.syncTimes[st] = NewGroupCollectives(s.c, group)
+	}
+	return b, s.syncTimes[st].Time(y.Kind, b)
 }
 
 // innerSyncTimes works out innerSync and innerLast: the syncs on tensors

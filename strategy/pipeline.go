@@ -57,8 +57,7 @@ func (s pipelined) Propose(ctx context.Context, p *Problem) ([]Proposal, error) 
 		s.opts.Recompute = true
 	}
 	out, err := s.attempts(ctx, p)
-	plainFits := func(pr Proposal) bool { return pr.Sim != nil && p.Fits(pr.Sim) && withRecompute(pr.Plan) != nil }
-	if s.recompute != "" || s.opts.Recompute || !training(p.Graph) || slices.ContainsFunc(out, plainFits) {
+	if !retryRecomputing(p, s.recompute, s.opts.Recompute, out) {
 		return out, err
 	}
 	rc := s
@@ -102,6 +101,15 @@ func (s pipelined) attempts(ctx context.Context, p *Problem) ([]Proposal, error)
 		}
 		return recomputeVariants(p, props, s.recompute, simulate), res, nil
 	})
+}
+
+// retryRecomputing reports whether a pipeline search should run again
+// with recomputing stages modelled (partition.Options.Recompute): under
+// recompute mode auto, when it did not model them already, the step
+// trains, and no plan it proposed fits without recomputing.
+func retryRecomputing(p *Problem, mode string, modelled bool, props []Proposal) bool {
+	plainFits := func(pr Proposal) bool { return pr.Sim != nil && p.Fits(pr.Sim) && withRecompute(pr.Plan) != nil }
+	return mode == "" && !modelled && training(p.Graph) && !slices.ContainsFunc(props, plainFits)
 }
 
 // shrinking calls try with every device's memory at its capacity

@@ -65,6 +65,17 @@ func residentOverflows(p *Problem, res *sim.Result) bool {
 	return false
 }
 
+// fastestFit is the shortest step among best and the simulated props
+// that fit.
+func fastestFit(p *Problem, props []Proposal, best float64) float64 {
+	for _, pr := range props {
+		if pr.Sim != nil && p.Fits(pr.Sim) {
+			best = min(best, pr.Sim.Step)
+		}
+	}
+	return best
+}
+
 // recomputeVariants is props under mode: unchanged for "none" (and for a
 // graph without backward ops); for "all", each plan with stages
 // recomputing in every stage; for auto (""), props followed, after each
@@ -88,11 +99,7 @@ func variantsUnder(p *Problem, props []Proposal, mode string, simulate func(*sim
 	// Recomputing only adds work: a variant of a plan whose step is
 	// already no shorter than one that fits cannot win, and is not
 	// simulated.
-	for _, pr := range props {
-		if pr.Sim != nil && p.Fits(pr.Sim) {
-			best = min(best, pr.Sim.Step)
-		}
-	}
+	best = fastestFit(p, props, best)
 	var out []Proposal
 	for _, pr := range props {
 		rc := withRecompute(pr.Plan)

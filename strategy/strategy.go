@@ -280,6 +280,12 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		err error
 	}
 	out := make([]judged, len(props))
+	penalty := make([]float64, len(props)) // the soft rules' (Rules.Penalty)
+	if p.Rules != nil {
+		for i, pr := range props {
+			penalty[i] = p.Rules.Penalty(pr.Plan)
+		}
+	}
 	best := math.Inf(1) // the least objective of a plan that fits so far
 	try := func(i int) {
 		pr := props[i]
@@ -292,11 +298,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		}
 		out[i] = judged{res, err}
 		if err == nil && p.Fits(res) {
-			pen := 0.0
-			if p.Rules != nil {
-				pen = p.Rules.Penalty(pr.Plan)
-			}
-			best = min(best, res.Step+pen)
+			best = min(best, res.Step+penalty[i])
 		}
 	}
 	var later []int
@@ -310,10 +312,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		if err != nil {
 			lb = 0
 		}
-		if p.Rules != nil {
-			lb += p.Rules.Penalty(pr.Plan)
-		}
-		bounds[i] = lb
+		bounds[i] = lb + penalty[i]
 		later = append(later, i)
 	}
 	slices.SortStableFunc(later, func(a, b int) int { return cmp.Compare(bounds[a], bounds[b]) })
@@ -340,9 +339,7 @@ func judge(p *Problem, o Outcome, props []Proposal) Outcome {
 		}
 		c := o
 		c.Plan, c.Sim, c.Estimate, c.Pipeline, c.Tensor, c.Err = pr.Plan, res, pr.Estimate, pr.Pipeline, pr.Tensor, nil
-		if p.Rules != nil {
-			c.Penalty = p.Rules.Penalty(pr.Plan)
-		}
+		c.Penalty = penalty[i]
 		c.Notes = append(slices.Clone(notes), pr.Notes...)
 		if pr.Family != "" {
 			c.Family = pr.Family

@@ -144,12 +144,14 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 		}
 	}
 	var reasons []string
-	fail := func(j job, tokens bool, err error) {
-		how := ""
+	how := func(tokens bool) string {
 		if tokens {
-			how = " with token splits"
+			return " with token splits"
 		}
-		reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how, err))
+		return ""
+	}
+	fail := func(j job, tokens bool, err error) {
+		reasons = append(reasons, fmt.Sprintf("t=%d on %s%s: %v", j.t, p.Costs.Cluster.Devices[j.cl[0]].Type.Name, how(tokens), err))
 	}
 	// Every degree is split first, without and with token splits: the
 	// program prices one group alone, so the simulator judges which of
@@ -202,11 +204,7 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 			return nil, err
 		}
 		if x.bound >= best {
-			how := ""
-			if x.tokens {
-				how = " with token splits"
-			}
-			reasons = append(reasons, fmt.Sprintf("t=%d%s: pruned, any plan takes at least %.3f ms (its compute or its syncs spread over %d groups), a plan that fits takes %.3f ms", x.j.t, how, x.bound*1e3, len(x.j.groups), best*1e3))
+			reasons = append(reasons, fmt.Sprintf("t=%d%s: pruned, any plan takes at least %.3f ms (its compute or its syncs spread over %d groups), a plan that fits takes %.3f ms", x.j.t, how(x.tokens), x.bound*1e3, len(x.j.groups), best*1e3))
 			continue
 		}
 		props, err := s.proposeGroups(ctx, p, x.j.groups, x.j.t, x.sol, x.split, best)
@@ -215,11 +213,7 @@ func (s tensorParallel) Propose(ctx context.Context, p *Problem) ([]Proposal, er
 			continue
 		}
 		out = append(out, props...)
-		for _, pr := range props {
-			if pr.Sim != nil && p.Fits(pr.Sim) {
-				best = min(best, pr.Sim.Step)
-			}
-		}
+		best = fastestFit(p, props, best)
 	}
 	if len(out) == 0 {
 		if len(reasons) == 0 {
@@ -245,11 +239,11 @@ func tensorBound(p *Problem, groups [][]int, t int, split *sim.TensorSplit) floa
 	lead := groups[0][0]
 	launch := c.Devices[lead].Type.LaunchOverhead
 	var compute, syncs float64
-	ct := newCollectives(c, groups[0])
+	ct := sim.NewGroupCollectives(c, groups[0])
 	for op := range p.Graph.Ops {
 		id := graph.OpID(op)
 		compute += split.OpTime(id, p.Costs.OpTime(id, lead), launch, t)
-		syncs += ct.syncTime(split, id)
+		syncs += split.SyncTime(ct, id, 1)
 	}
 	return max(compute, syncs) / float64(len(groups))
 }
@@ -276,8 +270,9 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 	// ZeRO level, without and (when allowed) with recomputation, each
 	// ladder up to its first count that fits (more micro-batches only
 	// add launches), that shows the resident state alone overflowing, or
-	// whose step is already no shorter than best. A recomputing step is no shorter than the plain one at its count,
-	// so its ladder stops below the count where the plain one fit.
+	// whose step is already no shorter than best. A recomputing step is
+	// no shorter than the plain one at its count, so its ladder stops
+	// below the count where the plain one fit.
 	r := len(groups)
 	for r > 1 && p.Batch > 0 && (int64(r) > p.Batch || p.Batch%int64(r) != 0) {
 		r--
@@ -338,12 +333,7 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 				pr.Tensor = sol
 				piped = append(piped, pr)
 			}
-			for _, pr := range out {
-				if pr.Sim != nil && p.Fits(pr.Sim) {
-					best = min(best, pr.Sim.Step)
-				}
-			}
-			out = append(out, variantsUnder(p, shardedVariants(piped, levelsFor(p, s.levels)), s.recompute, p.Simulate, best)...)
+			out = append(out, variantsUnder(p, shardedVariants(piped, levelsFor(p, s.levels)), s.recompute, p.Simulate, fastestFit(p, out, best))...)
 		}
 	}
 	return out, nil
@@ -358,7 +348,7 @@ func (s tensorParallel) solve(p *Problem, group []int, t int, tokens bool) (*Ten
 		g, tab = p.Fine.Coarse.Fine, p.Fine.costs(c)
 	}
 	lead := group[0]
-	res, err := shard.Solve(g, t, groupModel{costs: tab, group: group, times: newCollectives(tab.Cluster, group)}, shard.Options{Tokens: tokens})
+	res, err := shard.Solve(g, t, groupModel{costs: tab, group: group, times: sim.NewGroupCollectives(tab.Cluster, group)}, shard.Options{Tokens: tokens})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -424,10 +414,10 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 		sub.Devices[i].Memory = int64(float64(sub.Devices[i].Memory) / keep)
 	}
 	times := make([]float64, len(p.Graph.Ops))
-	ct := newCollectives(c, groups[0])
+	ct := sim.NewGroupCollectives(c, groups[0])
 	for op := range times {
 		id := graph.OpID(op)
-		times[op] = split.OpTime(id, p.Costs.OpTime(id, leads[0]), c.Devices[leads[0]].Type.LaunchOverhead, t) + ct.syncTime(split, id)
+		times[op] = split.OpTime(id, p.Costs.OpTime(id, leads[0]), c.Devices[leads[0]].Type.LaunchOverhead, t) + split.SyncTime(ct, id, 1)
 	}
 	vtab := cost.NewTable(p.Graph, sub, fixedTimes(times))
 	vp, err := placer.NewProblem(p.Graph, vtab)
@@ -466,8 +456,7 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 		})
 	}
 	props, err := cut(part)
-	fits := func(pr Proposal) bool { return pr.Sim != nil && p.Fits(pr.Sim) }
-	if s.recompute != "" || part.opts.Recompute || !training(p.Graph) || slices.ContainsFunc(props, fits) {
+	if !retryRecomputing(p, s.recompute, part.opts.Recompute, props) {
 		return props, err
 	}
 	// As the pipeline strategies do (pipelined.Propose): when no split
@@ -531,52 +520,12 @@ func (f fixedTimes) OpTime(_ *graph.Graph, op graph.OpID, _ *cluster.DeviceType)
 type groupModel struct {
 	costs *cost.Table
 	group []int
-	times *collectives
+	times *sim.GroupCollectives
 }
 
 func (m groupModel) OpTime(op graph.OpID) float64 { return m.costs.OpTime(op, m.group[0]) }
 func (m groupModel) Collective(k sim.CollectiveKind, b int64) float64 {
-	return m.times.time(k, b)
-}
-
-// collectives prices collectives over one group (sim.CollectiveTime),
-// each kind and size once: a split model repeats a few sizes over every
-// layer. Not safe for concurrent use.
-type collectives struct {
-	c     *cluster.Cluster
-	group []int
-	memo  map[collectiveKey]float64
-}
-
-type collectiveKey struct {
-	kind  sim.CollectiveKind
-	bytes int64
-}
-
-func newCollectives(c *cluster.Cluster, group []int) *collectives {
-	return &collectives{c: c, group: group, memo: map[collectiveKey]float64{}}
-}
-
-func (x *collectives) time(k sim.CollectiveKind, b int64) float64 {
-	key := collectiveKey{k, b}
-	if t, ok := x.memo[key]; ok {
-		return t
-	}
-	t := sim.CollectiveTime(x.c, k, x.group, b)
-	x.memo[key] = t
-	return t
-}
-
-// syncTime is split.SyncTime of op over the group at the whole batch.
-func (x *collectives) syncTime(split *sim.TensorSplit, op graph.OpID) float64 {
-	if split == nil || split.Syncs == nil {
-		return 0
-	}
-	var t float64
-	for _, y := range split.Syncs[op] {
-		t += x.time(y.Kind, y.Bytes)
-	}
-	return t
+	return m.times.Time(k, b)
 }
 
 // devicesPerHost is the fewest devices of cl any host holds (among the
