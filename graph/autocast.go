@@ -31,6 +31,10 @@ const (
 var autocastHalf = map[string]bool{
 	"MatMul": true, "Gemm": true, "Conv": true, "ConvTranspose": true, "Einsum": true,
 	"PRelu": true, "LSTM": true, "GRU": true, "RNN": true,
+	// scaled_dot_product_attention (on autocast's lower-precision list in
+	// aten/src/ATen/autocast_mode.cpp): a fused attention core
+	// (FuseAttention) and the attention ops model files carry.
+	"Attention": true, "MultiHeadAttention": true,
 	// TensorFlow.
 	"BatchMatMul": true, "BatchMatMulV2": true, "BatchMatMulV3": true, "Conv2D": true,
 	"Conv3D": true, "DepthwiseConv2dNative": true, "Conv2DBackpropInput": true,

@@ -137,6 +137,7 @@ func assemble(_ context.Context, r *run) error {
 		}
 	}
 	addStages(r, o.Pipeline)
+	addRuntime(r)
 	return nil
 }
 
@@ -445,4 +446,24 @@ func sharding(st sim.Stage) string {
 		return ""
 	}
 	return st.Sharding.String()
+}
+
+// addRuntime names the runtime a plan was made for, and lists under each
+// fused attention op the model's ops it runs.
+func addRuntime(r *run) {
+	if rt, err := runtimeOf(r.opts); err == nil && rt.Name != RuntimeAuto {
+		r.plan.Runtime = rt.Name
+	}
+	if len(r.attention) == 0 {
+		return
+	}
+	covers := make(map[string][]string, len(r.attention))
+	for _, f := range r.attention {
+		covers[f.Op] = f.Covers
+	}
+	for i := range r.plan.Ops {
+		if c, ok := covers[r.plan.Ops[i].Name]; ok {
+			r.plan.Ops[i].Covers = c
+		}
+	}
 }

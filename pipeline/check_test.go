@@ -364,6 +364,9 @@ func TestStageDeclarations(t *testing.T) {
 			Placement: "../testdata/costed/tiny-placement.yaml"}},
 		{"costed graph with a pin respected, fused, auto", Options{ModelPath: pinned, ClusterPath: "../testdata/clusters/hetero.yaml",
 			RespectDevices: true, Fusion: FusionHybrid}},
+		{"gpt2_small inference under torch.compile, its attention fused, data parallel", Options{ModelPath: "../testdata/models/gpt2_small.onnx",
+			ClusterPath: "../testdata/clusters/4xV100.yaml", Mode: ModeInfer, Runtime: "compile", Strategy: "dp",
+			Import: ImportOptions{Dims: map[string]int64{"batch": 4}}}},
 	}
 	made := map[string]bool{} // stage/write pairs seen changing state
 	for _, sc := range scenarios {

@@ -50,7 +50,11 @@ type fusedState struct {
 // groups. The cost model is wrapped so a fused op is priced from its
 // members (see fusedCosts), and assemble lists every original op again.
 func fuseGraph(_ context.Context, r *run) error {
-	mode := r.opts.Fusion
+	rt, err := runtimeOf(r.opts)
+	if err != nil {
+		return err
+	}
+	mode := rt.Fusion
 	switch {
 	case (mode == FusionAuto || mode == "") && r.model.Costs != nil && r.opts.CostModel == nil:
 		mode = FusionNone

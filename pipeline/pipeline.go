@@ -86,6 +86,11 @@ type Options struct {
 	Fusion string
 	// FusionReport, when set, receives what the fuse stage did.
 	FusionReport *FusionReport
+	// Runtime names the runtime the plan runs under (RuntimeNames; see
+	// Runtime): its fusion mode, which a Fusion given beside it must
+	// match, and whether attention runs as one fused kernel. "" means
+	// RuntimeAuto.
+	Runtime string
 	// Placement is a placement file to plan as given (strategy given,
 	// which a Strategy left empty or auto becomes): a map from op names,
 	// module paths (ModulePrefix) or path.Match patterns to cluster
@@ -175,6 +180,8 @@ type run struct {
 	// graph of a float32 plan, for precisionHint.
 	precision train.Precision
 	forward   *graph.Graph
+	// attention lists the attention cores the runtime runs fused.
+	attention []graph.FusedAttention
 }
 
 // stage is one step of the driver. Stages run in list order; each is
@@ -205,8 +212,8 @@ var stages = []stage{
 		"opts.ModelPath opts.RespectDevices opts.DeviceTemplate model.Graph cluster",
 		"model.Graph.Device"},
 	{"train", buildTrainingStep,
-		"opts.ModelPath opts.Mode opts.Optimizer opts.Precision opts.CostModel model.Graph model.Costs cluster",
-		"opts.Mode model.Graph model.Warnings precision forward"},
+		"opts.ModelPath opts.Mode opts.Optimizer opts.Precision opts.Runtime opts.Fusion opts.CostModel model.Graph model.Costs cluster",
+		"opts.Mode model.Graph model.Warnings precision forward attention"},
 	{"rules", resolveRules,
 		"opts.ModelPath opts.Constraints opts.Strategies model.Graph cluster",
 		"model.Graph.Colocate cluster rules"},
@@ -214,7 +221,7 @@ var stages = []stage{
 		"wantGiven opts.ModelPath opts.Placement opts.PlacementFile opts.Fill opts.CostModel model.Graph model.Costs cluster precision",
 		"model.Warnings given"},
 	{"fuse", fuseGraph,
-		"opts.ModelPath opts.Fusion opts.FusionReport opts.CostModel model.Graph model.Costs cluster precision given rules",
+		"opts.ModelPath opts.Fusion opts.Runtime opts.FusionReport opts.CostModel model.Graph model.Costs cluster precision given rules",
 		"opts.FusionReport opts.CostModel model.Graph fused"},
 	{"cost", buildCosts,
 		"opts.ModelPath opts.Mode opts.CostModel model.Graph model.Costs model.Warnings cluster precision given rules fused",
@@ -226,7 +233,7 @@ var stages = []stage{
 		"opts.Strategy opts.Strategies opts.Schedule opts.Objective opts.MicroBatches opts.Choose model.Graph cluster problem rules fused",
 		"outcomes chosen why strategy placed sim"},
 	{"assemble", assemble,
-		"opts.ModelPath opts.Mode model.Graph model.Warnings cluster precision forward given rules fused problem bound boundKind outcomes chosen why strategy placed sim",
+		"opts.ModelPath opts.Mode opts.Runtime opts.Fusion model.Graph model.Warnings cluster precision forward attention given rules fused problem bound boundKind outcomes chosen why strategy placed sim",
 		"model.Graph bound boundKind placed sim plan"},
 }
 
@@ -337,6 +344,9 @@ func buildTrainingStep(_ context.Context, r *run) error {
 	case ModeTrain:
 	default:
 		return &InputError{fmt.Errorf("unknown mode %q: use train or infer", r.opts.Mode)}
+	}
+	if err := fuseAttention(r); err != nil {
+		return err
 	}
 	if err := applyPrecision(r); err != nil {
 		return err

@@ -37,6 +37,10 @@ type Plan struct {
 	// amp-bf16 would change for a float32 plan on tensor-core devices.
 	Precision     string `json:"precision,omitempty" yaml:"precision,omitempty"`
 	PrecisionHint string `json:"-" yaml:"-"`
+	// Runtime is the runtime the plan was made for (eager, eager-sdpa,
+	// compile, ...): which kernels it runs. Absent for the default, where
+	// the fusion mode alone says it.
+	Runtime string `json:"runtime,omitempty" yaml:"runtime,omitempty"`
 	// PredictedStepMS is the simulated step time.
 	PredictedStepMS float64 `json:"predicted_step_ms" yaml:"predicted_step_ms"`
 	// LowerBoundMS is the least step time any plan of the strategy's
@@ -173,6 +177,10 @@ type Op struct {
 	// "row", "heads", "replicated", ...; a gradient or update op says
 	// what it follows), in plans with tensor-parallel stages.
 	Shard string `json:"shard,omitempty" yaml:"shard,omitempty"`
+	// Covers lists the model's ops this op runs as one kernel (a fused
+	// attention core under a runtime that has one), when it is not an op
+	// of the model file itself.
+	Covers []string `json:"covers,omitempty" yaml:"covers,omitempty"`
 }
 
 // Run is one micro-batch's run of an op.

@@ -68,6 +68,9 @@ func WriteTable(w io.Writer, p *Plan) error {
 	if p.Precision != "" {
 		fmt.Fprintf(&b, "precision:  %s\n", p.Precision)
 	}
+	if p.Runtime != "" {
+		fmt.Fprintf(&b, "runtime:    %s\n", p.Runtime)
+	}
 	fmt.Fprintf(&b, "cluster:    %s, %d devices\n", p.Cluster, len(p.Devices))
 	fmt.Fprintf(&b, "strategy:   %s\n", p.Strategy)
 	if p.Family != "" {

@@ -186,6 +186,8 @@ func (s *strategist) strategies(id graph.OpID) []strategy {
 		more = s.slice(op)
 	case op.Type == "Gather":
 		more = s.gather(op)
+	case op.Type == "Attention" && op.Domain == graph.AttentionDomain:
+		more = s.attention(op)
 	}
 	for _, st := range more {
 		list = append(list, st.finish())
@@ -402,6 +404,54 @@ func (s *strategist) normalise(op *graph.Op, axis int) []strategy {
 			}
 		}
 		list = append(list, uniform(op, fmt.Sprintf("split:%d", ax), 1, outs, map[int]Layout{0: Split(ax)}))
+	}
+	return list
+}
+
+// attention: a fused attention core (graph.FuseAttention) is independent
+// per head and per query row. Split over heads (any leading axis of the
+// scores but the batch), Q, K, V, the mask where it varies along that
+// axis, and the output follow the axis; with tokens, Q and the output are
+// split on their rows and K, V are read whole (their gradients partial
+// sums), as the matmuls' token split does.
+func (s *strategist) attention(op *graph.Op) []strategy {
+	if len(op.Inputs) < 3 || len(op.Outputs) != 1 {
+		return nil
+	}
+	y := op.Outputs[0]
+	r := s.rank(y)
+	for _, x := range op.Inputs[:3] {
+		if s.rank(x) != r {
+			return nil
+		}
+	}
+	var list []strategy
+	for ax := 0; ax < r-2; ax++ {
+		ins := map[int]Layout{}
+		ok := s.splittable(y, ax)
+		for j, x := range op.Inputs {
+			switch {
+			case !ok:
+			case j < 3 && s.splittable(x, ax):
+				ins[j] = Split(ax)
+			case j < 3:
+				ok = false
+			case s.rank(x) == r && s.shape(x)[ax] == s.shape(y)[ax] && s.splittable(x, ax):
+				ins[j] = Split(ax) // a mask per head
+			}
+		}
+		if ok {
+			list = append(list, uniform(op, fmt.Sprintf("split:%d", ax), 1, []Layout{Split(ax)}, ins))
+		}
+	}
+	if q := op.Inputs[0]; s.tokens && s.splittable(q, r-2) && s.splittable(y, r-2) {
+		ins := map[int]Layout{0: Split(r - 2)}
+		for j, x := range op.Inputs[3:] {
+			if n := s.rank(x); n >= 2 && s.shape(x)[n-2] == s.shape(q)[r-2] && s.splittable(x, n-2) {
+				ins[3+j] = Split(n - 2) // the mask's query rows
+			}
+		}
+		list = append(list, uniform(op, "tokens", 1, []Layout{Split(r - 2)}, ins))
 	}
 	return list
 }

@@ -68,6 +68,12 @@ func (b *builder) savedForBackward(f *graph.Op) []graph.TensorID {
 	if f.Domain == AutocastDomain {
 		return nil
 	}
+	if f.Domain == graph.AttentionDomain {
+		// A fused attention kernel saves Q, K, V (and a mask it reads) and
+		// its output, plus one softmax statistic per query row, small
+		// beside them; never the scores (graph.FuseAttention).
+		return b.keepAll(f)
+	}
 	rule, known := saveRules[f.Type]
 	if !known || f.Domain != "" && f.Domain != "ai.onnx" {
 		rule = saveAll
@@ -81,12 +87,7 @@ func (b *builder) savedForBackward(f *graph.Op) []graph.TensorID {
 	}
 	switch rule {
 	case saveAll:
-		for _, t := range f.Inputs {
-			keep(t)
-		}
-		for _, t := range f.Outputs {
-			keep(t)
-		}
+		return b.keepAll(f)
 	case saveOutputs:
 		for _, t := range f.Outputs {
 			keep(t)
@@ -118,6 +119,19 @@ func (b *builder) savedForBackward(f *graph.Op) []graph.TensorID {
 		for _, t := range f.Inputs {
 			if !g.Tensors[t].DType.IsFloat() {
 				keep(t)
+			}
+		}
+	}
+	return out
+}
+
+// keepAll is every non-constant input and output of f.
+func (b *builder) keepAll(f *graph.Op) []graph.TensorID {
+	var out []graph.TensorID
+	for _, ts := range [][]graph.TensorID{f.Inputs, f.Outputs} {
+		for _, t := range ts {
+			if b.g.Tensors[t].Kind != graph.Constant {
+				out = append(out, t)
 			}
 		}
 	}

@@ -202,6 +202,14 @@ func (b *builder) differentiable(t *graph.Tensor) bool {
 	return t.Kind == graph.Parameter || t.Producer != graph.NoOp && b.needsGrad[t.Producer]
 }
 
+// fusedAttentionBackward scales the gradient factor of a fused attention
+// core (graph.FuseAttention): its backward recomputes the scores from Q
+// and K and runs five matmuls against the forward's two, 2.5 times the
+// forward's FLOPs where a product's gradient costs two (the count
+// FlashAttention's own benchmarks use, Dao-AILab/flash-attention,
+// benchmarks/benchmark_flash_attention.py).
+const fusedAttentionBackward = 2.5 / 2
+
 func (b *builder) addGradient(id graph.OpID) error {
 	g := b.g
 	f := &g.Ops[id]
@@ -217,9 +225,13 @@ func (b *builder) addGradient(id graph.OpID) error {
 		Phase:    graph.Backward,
 		Work:     graph.Work{TempBytes: f.Work.TempBytes, Estimated: f.Work.Estimated},
 	}
+	factor := b.opts.Factor
+	if f.Domain == graph.AttentionDomain {
+		factor *= fusedAttentionBackward
+	}
 	var okF, okM bool
-	grad.Work.FLOPs, okF = scaleWork(f.Work.FLOPs, b.opts.Factor)
-	grad.Work.MACs, okM = scaleWork(f.Work.MACs, b.opts.Factor)
+	grad.Work.FLOPs, okF = scaleWork(f.Work.FLOPs, factor)
+	grad.Work.MACs, okM = scaleWork(f.Work.MACs, factor)
 	if !okF || !okM {
 		return fmt.Errorf("op %q: its gradient's FLOPs or MACs (%d × %v) reach 2^62 (4.6e18), beyond any real step; bind a smaller batch or dimension",
 			f.Name, max(f.Work.FLOPs, f.Work.MACs), b.opts.Factor)

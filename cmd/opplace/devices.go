@@ -56,6 +56,9 @@ func (f *deviceFlags) annotated(model string, res *pipeline.Result) (output.File
 	placement := make(map[string]string, len(res.Plan.Ops))
 	for _, op := range res.Plan.Ops {
 		placement[op.Name] = op.Device
+		for _, c := range op.Covers { // the model's ops a fused kernel runs
+			placement[c] = op.Device
+		}
 	}
 	data, err := pipeline.AnnotateModel(pipeline.Annotation{Placement: placement, Cluster: res.Cluster, Template: f.deviceTemplate, From: model, To: f.emitModel})
 	if err != nil {

@@ -31,6 +31,7 @@ type planFlags struct {
 	optimizer string
 	precision string
 	fusion    string
+	runtime   string
 	profile   string
 	spaceFlags
 }
@@ -102,6 +103,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	f.viewFlags.register(cmd)
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
+	fl.StringVar(&f.runtime, "runtime", pipeline.RuntimeAuto, "the runtime the job runs under, which decides the kernels: "+runtimeHelp()+"; auto (the default) takes --fusion and runs attention as the model writes it")
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
 	f.registerSpace(cmd)
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
@@ -149,7 +151,7 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 	opts := pipeline.Options{
 		ModelPath: model, ClusterPath: f.cluster, Strategy: f.strategy, Import: importOpts,
 		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision,
-		Fusion: f.fusion, FusionReport: &fusion, CostModel: costModel,
+		Fusion: f.fusion, Runtime: f.runtime, FusionReport: &fusion, CostModel: costModel,
 		AroundStage: collectorOffDuring,
 	}
 	if viewOpts.Stage != view.AllStages && f.cluster != "" {
@@ -217,4 +219,13 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		fmt.Fprintf(stderr, "warning: %s\n", oneLine(w))
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
+}
+
+// runtimeHelp lists the runtimes --runtime takes, with what each runs.
+func runtimeHelp() string {
+	var parts []string
+	for _, rt := range pipeline.Runtimes {
+		parts = append(parts, rt.Name+" ("+rt.About+")")
+	}
+	return strings.Join(parts, ", ")
 }
