@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -58,6 +59,9 @@ func (p *Problem) chainPass(ctx context.Context, name string, deadline time.Time
 // shared work budget (chainSearch), each search one progress task.
 func (p *Problem) searchChains(ctx context.Context, name string, deadline time.Time) (*chainPass, error) {
 	Ms := p.microBatchCandidates()
+	if p.Options.Stages > 0 && !p.uniform() {
+		return nil, fmt.Errorf("a fixed count of %d stages is searched by degree, on devices of one type, and the cluster has %d", p.Options.Stages, len(p.m.classes))
+	}
 	cp := &chainPass{}
 	warn, err := chainSearch(p, func(l *lattice, work *int64) error {
 		task := progress.From(ctx).Start(name, int64(len(Ms)))

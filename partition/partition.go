@@ -109,6 +109,11 @@ type Options struct {
 	// for a problem standing for a larger cluster, such as one device per
 	// tensor-parallel group of it.
 	ByDegree bool
+	// Stages, when positive, fixes the number of stages: a configuration
+	// given whole (strategy parallel). Only the search by degree takes it
+	// (each stage then on devices/Stages replicas), so it needs one device
+	// class and ByDegree or a class of DegreeDevices or more.
+	Stages int
 }
 
 func (o Options) withDefaults() Options {
@@ -153,6 +158,9 @@ func (o Options) validate() error {
 	}
 	if o.MicroBatches < 0 {
 		return fmt.Errorf("micro-batches must be positive or 0 for auto, got %d", o.MicroBatches)
+	}
+	if o.Stages < 0 {
+		return fmt.Errorf("the stage count must be positive or 0 for searched, got %d", o.Stages)
 	}
 	if o.Batch < 0 {
 		return fmt.Errorf("the batch must be positive or 0 for unknown, got %d", o.Batch)

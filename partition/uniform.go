@@ -22,9 +22,9 @@ const DegreeDevices = 16
 
 // uniform reports whether the problem is searched by degrees: one
 // device class, of at least DegreeDevices devices or under
-// Options.ByDegree.
+// Options.ByDegree, or with Options.Stages fixed.
 func (p *Problem) uniform() bool {
-	return len(p.m.classes) == 1 && (p.Options.ByDegree || len(p.m.classes[0].devices) >= DegreeDevices)
+	return len(p.m.classes) == 1 && (p.Options.ByDegree || p.Options.Stages > 0 || len(p.m.classes[0].devices) >= DegreeDevices)
 }
 
 // solveUniform is solve's search restricted to uniform stages on a chain
@@ -68,7 +68,7 @@ func solveUniform(p *Problem, l *lattice, M int, work *int64) (*solution, error)
 			continue
 		}
 		r := n / S
-		if !p.Options.splits(M, r) {
+		if fixed := p.Options.Stages; fixed > 0 && S != fixed || !p.Options.splits(M, r) {
 			continue
 		}
 		// Every stage takes at least its share of the compute spread

@@ -84,9 +84,13 @@ type CompareOptions struct {
 func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 	names := slices.Clone(opts.Strategies)
 	if names == nil {
-		// The given placement is a row when a placement file is given.
+		// The given placement is a row when a placement file is given,
+		// the given configuration when one is.
 		for _, n := range Strategies() {
-			if n != strategy.GivenStrategy || opts.Placement != "" || opts.PlacementFile != nil {
+			switch {
+			case n == strategy.GivenStrategy && opts.Placement == "" && opts.PlacementFile == nil:
+			case n == strategy.ParallelStrategy && opts.Options.Strategies.Parallel == nil:
+			default:
 				names = append(names, n)
 			}
 		}

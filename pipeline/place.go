@@ -93,6 +93,9 @@ func place(ctx context.Context, r *run) error {
 		return &InputError{err}
 	}
 	o := strategy.Evaluate(ctx, r.problem, name, recording{s})
+	if o.Err == nil {
+		o = strategy.Refine(r.problem, cfg, o)
+	}
 	r.outcomes = []strategy.Outcome{o}
 	if o.Err != nil {
 		var pe *strategy.PlacementError

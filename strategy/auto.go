@@ -186,6 +186,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		}
 		return outs, -1, placer.CombineFailures(fails)
 	}
+	outs[best] = Refine(p, cfg, outs[best])
 	return outs, best, nil
 }
 

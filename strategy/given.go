@@ -70,9 +70,10 @@ func shapeFamily(pl *sim.Plan) string {
 	return FamilyPlacement
 }
 
-// PlacementError is a given placement the problem cannot run as given: it
-// leaves ops out with no placer to fill them in, or puts an op on a
-// device that cannot run it. The mistake is in the input.
+// PlacementError is a given placement or configuration the problem
+// cannot run as given: it leaves ops out with no placer to fill them in,
+// puts an op on a device that cannot run it, or asks for more devices
+// than the cluster has. The mistake is in the input.
 type PlacementError struct{ Err error }
 
 func (e *PlacementError) Error() string { return e.Err.Error() }

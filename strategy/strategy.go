@@ -57,6 +57,9 @@ type Config struct {
 	// "" for every power of two a device class allows, "none" for no
 	// tensor parallelism, or one degree (see ParseTensor).
 	Tensor string
+	// Parallel is the configuration strategy parallel plans (nil: none
+	// given); other strategies ignore it.
+	Parallel *Parallel
 }
 
 // Problem is what every strategy receives: the graph, its order, its

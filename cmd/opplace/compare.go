@@ -28,6 +28,7 @@ type compareFlags struct {
 	precision string
 	recompute string
 	tensor    string
+	parallelFlags
 }
 
 func init() { commands = append(commands, newCompareCmd) }
@@ -47,7 +48,9 @@ time the strategy took (solve times vary from run to run; everything else is
 deterministic). A strategy that fails is a row with its error. Exit 3 when no
 strategy fits. --placement FILE adds the placement you give as strategy given
 (a map from op names, module:PATH prefixes or patterns to devices, or a plan
-file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
+file of an earlier run), --fill STRATEGY placing the ops it leaves out;
+--parallel SPEC adds a configuration you give as strategy parallel
+(tp=T,pp=P[,dp=D][,mbs=B][,recompute=full][,zero=LEVEL]).`,
 		Example: `  opplace compare testdata/models/resnet50.onnx --cluster testdata/clusters/4xV100.yaml
   opplace compare bert.onnx --cluster c.yaml --dim batch=16 --strategy m-etf --strategy heft -o json
   opplace compare model.onnx --cluster c.yaml --groups 60 --ilp-seconds 30
@@ -61,6 +64,7 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out.`,
 	f.registerGiven(cmd)
 	f.registerRules(cmd)
 	f.registerSearch(cmd)
+	f.registerParallel(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
@@ -101,7 +105,10 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 	if err := f.searchFlags.apply(&opts.Strategies); err != nil {
 		return err
 	}
-	if err := f.applyCompare(&opts, f.strategies); err != nil {
+	if err := f.givenFlags.applyCompare(&opts, f.strategies); err != nil {
+		return err
+	}
+	if err := f.parallelFlags.applyCompare(&opts, f.strategies); err != nil {
 		return err
 	}
 	if err := f.ruleFlags.apply(&opts); err != nil {

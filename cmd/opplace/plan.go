@@ -34,6 +34,7 @@ type planFlags struct {
 	runtime   string
 	profile   string
 	spaceFlags
+	parallelFlags
 }
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -106,6 +107,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	fl.StringVar(&f.runtime, "runtime", pipeline.RuntimeAuto, "the runtime the job runs under, which decides the kernels: "+runtimeHelp()+"; auto (the default) takes --fusion and runs attention as the model writes it")
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
 	f.registerSpace(cmd)
+	f.registerParallel(cmd)
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
@@ -176,6 +178,9 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		return err
 	}
 	if err := f.searchFlags.apply(&opts.Strategies); err != nil {
+		return err
+	}
+	if err := f.parallelFlags.apply(cmd, &opts); err != nil {
 		return err
 	}
 	res, err := pipeline.Run(cmd.Context(), opts)
