@@ -81,6 +81,10 @@ func TestMegatron(t *testing.T) {
 		{"data parallel, zero2, fp16", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Precision, p.Stages[0].Sharding = "amp-fp16", "zero2" },
 			4, map[string]string{"--use-megatron-fsdp": "", "--data-parallel-sharding-strategy": "optim_grads", "--ckpt-format": "fsdp_dtensor", "--fp16": "", "--use-distributed-optimizer": "-"},
 			[]string{"ZeRO-2:   Megatron-FSDP's optim_grads"}},
+		{"fused attention", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "compile" },
+			4, map[string]string{"--tensor-model-parallel-size": "1"}, []string{"runtime:  compile: the plan runs each attention core as one fused kernel"}},
+		{"attention written out", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "eager" },
+			4, map[string]string{"--tensor-model-parallel-size": "1"}, []string{"runtime:  eager: the plan runs attention as the model writes it"}},
 		{"tensor x data", launchPlan(16, 2, []int{2}, []int{4}, true), func(p *plan.Plan) {
 			p.Ops = append(p.Ops, plan.Op{Name: "/blocks/blocks.0/fc1/MatMul", Type: "MatMul", Phase: "forward", Shard: "tokens"},
 				plan.Op{Name: "blocks.0.fc1.weight/adam", Phase: "update"})
@@ -220,7 +224,10 @@ func TestTorchLaunch(t *testing.T) {
 		{"zero2, bf16", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) {
 			p.Precision, p.Stages[0].Sharding = "amp-bf16", "zero2"
 			p.Ops = append(p.Ops, plan.Op{Name: "/blocks/blocks.0/fc1/MatMul", Phase: "forward", Type: "MatMul"}, plan.Op{Name: "/blocks/blocks.1/fc1/MatMul", Phase: "forward", Type: "MatMul"})
-		}, []string{`data_parallel = "fsdp"`, `fsdp_sharding_strategy = "SHARD_GRAD_OP"`, `fsdp_units = ["blocks.0", "blocks.1"]`, `autocast_dtype = "bfloat16"`}},
+		}, []string{`data_parallel = "fsdp"`, `fsdp_sharding_strategy = "SHARD_GRAD_OP"`, `fsdp_units = ["blocks.0", "blocks.1"]`, `autocast_dtype = "bfloat16"`,
+			"torch_compile = False", "scaled_dot_product_attention = False"}},
+		{"torch.compile", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "compile" },
+			[]string{"# runtime:  compile: torch.compile(model), attention through scaled_dot_product_attention", "torch_compile = True", "scaled_dot_product_attention = True"}},
 		{"idle GPUs", launchPlan(8, 1, []int{2}, []int{1}, false), func(p *plan.Plan) { p.Stages[0].Devices = []string{"n0gpu1", "n0gpu3"} },
 			[]string{`"cuda_visible_devices": "1,3"`, `"node0": "CUDA_VISIBLE_DEVICES=1,3 torchrun --nnodes 1`}},
 		{"tensor x data", launchPlan(16, 1, []int{2}, []int{2}, true), func(p *plan.Plan) {

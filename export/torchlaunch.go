@@ -138,6 +138,9 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	if l.Recompute {
 		pr("# recompute: torch.utils.checkpoint around each of checkpoint_modules (apply_activation_checkpointing)\n")
 	}
+	if why := runtimeKernels(p.Runtime); why != "" {
+		pr("# runtime:  %s: %s\n", comment(p.Runtime), why)
+	}
 	if l.TP > 1 {
 		pr("# tensor:   parallelize_module(model, mesh[\"tp\"], {name: STYLES[s]() for name, s in tp_plan.items()}), STYLES = {\"colwise\": ColwiseParallel, \"rowwise\": RowwiseParallel};\n")
 		pr("#           a colwise projection leaves each rank 1/tensor_parallel_size of its outputs: the forward must use that share of the heads,\n")
@@ -216,6 +219,8 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	pr("autocast_dtype = %s\n", orDefault(autocast, "None"))
 	pr("grad_scaler = %s\n", pyBool(p.Precision == "amp-fp16"))
 	pr("allow_tf32 = %s\n", pyBool(p.Precision == "tf32"))
+	pr("torch_compile = %s  # model = torch.compile(model)\n", pyBool(p.Runtime == "compile"))
+	pr("scaled_dot_product_attention = %s  # attention through torch.nn.functional.scaled_dot_product_attention\n", pyBool(p.Runtime == "compile" || p.Runtime == "eager-sdpa"))
 	if l.Recompute {
 		pr("checkpoint_modules = %s  # apply_activation_checkpointing(model, check_fn=lambda m: m in {model.get_submodule(n) for n in checkpoint_modules})\n", pyList(units))
 	} else {
@@ -272,4 +277,20 @@ func pyBool(b bool) string {
 		return "True"
 	}
 	return "False"
+}
+
+// runtimeKernels says how PyTorch runs the kernels the plan's runtime
+// (plan.Plan.Runtime) assumed, "" for the default runtime.
+func runtimeKernels(rt string) string {
+	switch rt {
+	case "":
+		return ""
+	case "eager":
+		return "eager mode, attention as the model writes it (no torch.compile, no scaled_dot_product_attention): the plan stores its score matrices"
+	case "eager-sdpa":
+		return "eager mode, attention through scaled_dot_product_attention (its FlashAttention or memory-efficient kernel), no torch.compile"
+	case "compile":
+		return "torch.compile(model), attention through scaled_dot_product_attention"
+	}
+	return "the plan was made for another runtime's kernels; PyTorch's run at other speeds and memory"
 }
