@@ -451,9 +451,7 @@ func sharding(st sim.Stage) string {
 // addRuntime names the runtime a plan was made for, and lists under each
 // fused attention op the model's ops it runs.
 func addRuntime(r *run) {
-	if rt, err := runtimeOf(r.opts); err == nil && rt.Name != RuntimeAuto {
-		r.plan.Runtime = rt.Name
-	}
+	r.plan.Runtime = runtimeName(r.opts)
 	if len(r.attention) == 0 {
 		return
 	}

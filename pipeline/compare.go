@@ -17,12 +17,14 @@ type Comparison struct {
 	Model string `json:"model"`
 	Mode  string `json:"mode"`
 	// Precision is the step's numeric precision, when one was asked for.
-	Precision string           `json:"precision,omitempty"`
-	Cluster   string           `json:"cluster"`
-	Ops       int              `json:"ops"`
-	Groups    string           `json:"groups"`
-	Batch     int64            `json:"batch,omitempty"`
-	Devices   []ComparedDevice `json:"devices"`
+	Precision string `json:"precision,omitempty"`
+	// Runtime is the runtime the step was planned for, when one was named.
+	Runtime string           `json:"runtime,omitempty"`
+	Cluster string           `json:"cluster"`
+	Ops     int              `json:"ops"`
+	Groups  string           `json:"groups"`
+	Batch   int64            `json:"batch,omitempty"`
+	Devices []ComparedDevice `json:"devices"`
 	// LowerBoundMS is the bound every fitting plan of the space is held
 	// to (see strategy.SpaceBound), LowerBoundKind the part that binds;
 	// rows carry their family's own (without the parts that count memory
@@ -107,7 +109,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 		return nil, err
 	}
 	c := &Comparison{
-		Model: opts.ModelPath, Mode: opts.Mode, Precision: string(r.precision), Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
+		Model: opts.ModelPath, Mode: opts.Mode, Precision: string(r.precision), Runtime: runtimeName(opts.Options), Cluster: r.cluster.Name, Ops: len(r.problem.Graph.Ops),
 		Batch: r.problem.Batch, Warnings: r.model.Warnings,
 	}
 	if r.rules != nil {

@@ -20,6 +20,9 @@ func WriteComparisonTable(w io.Writer, c *Comparison) {
 	if c.Precision != "" {
 		fmt.Fprintf(w, "precision:   %s\n", c.Precision)
 	}
+	if c.Runtime != "" {
+		fmt.Fprintf(w, "runtime:     %s\n", c.Runtime)
+	}
 	fmt.Fprintf(w, "cluster:     %s\n", c.Cluster)
 	if len(c.Rules) > 0 {
 		fmt.Fprintf(w, "rules:       %d, every row keeps the hard ones: %s\n", len(c.Rules), strings.Join(c.Rules, "; "))

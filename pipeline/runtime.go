@@ -97,3 +97,11 @@ func fuseAttention(r *run) error {
 	r.attention = fused
 	return nil
 }
+
+// runtimeName is the runtime a plan names: o's, or "" for the default.
+func runtimeName(o Options) string {
+	if rt, err := runtimeOf(o); err == nil && rt.Name != RuntimeAuto {
+		return rt.Name
+	}
+	return ""
+}

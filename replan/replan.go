@@ -69,8 +69,8 @@ type Options struct {
 	// import bindings (Import.Batch defaults to the plan's batch), the
 	// optimizer (default: the one the plan's updates run), the plan
 	// space's options (Strategies, Schedule, MicroBatches, Objective),
-	// Fusion, CostModel and AroundStage. Mode and Precision default to
-	// the plan's and must agree with it. Its ModelPath, Model, Cluster,
+	// Fusion, CostModel and AroundStage. Mode, Precision and Runtime
+	// default to the plan's and must agree with it. Its ModelPath, Model, Cluster,
 	// Strategy, Placement and Choose are set by Run.
 	Planning pipeline.Options
 }
@@ -261,6 +261,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		base.Precision = old.Precision
 	case base.Precision != old.Precision:
 		return nil, inputErr("%s: the plan is in precision %s, not %s: a re-plan keeps the precision, whose state it moves", r.src, orDefault(old.Precision, "of the model file"), base.Precision)
+	}
+	switch {
+	case base.Runtime == "" || base.Runtime == pipeline.RuntimeAuto:
+		// The runtime decides which ops the step has (a fused attention
+		// kernel is one op): the plan's, or the default when it names none.
+		if old.Runtime != "" {
+			base.Runtime = old.Runtime
+		}
+	case base.Runtime != old.Runtime:
+		return nil, inputErr("%s: the plan was made for runtime %s, not %s: a re-plan keeps the runtime, whose ops the plan places", r.src, orDefault(old.Runtime, pipeline.RuntimeAuto), base.Runtime)
 	}
 	if base.Optimizer == "" {
 		base.Optimizer = optimizerOf(old)

@@ -28,6 +28,7 @@ type compareFlags struct {
 	precision string
 	recompute string
 	tensor    string
+	runtime   string
 	parallelFlags
 }
 
@@ -65,6 +66,7 @@ file of an earlier run), --fill STRATEGY placing the ops it leaves out;
 	f.registerRules(cmd)
 	f.registerSearch(cmd)
 	f.registerParallel(cmd)
+	registerRuntime(cmd, &f.runtime)
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "cluster file (YAML; see testdata/clusters/)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
@@ -94,7 +96,7 @@ func runCompare(cmd *cobra.Command, model string, f *compareFlags) error {
 		return usageError{fmt.Errorf("--groups and --ilp-seconds must be positive")}
 	}
 	opts := pipeline.Options{ModelPath: model, ClusterPath: f.cluster, Import: importOpts,
-		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision, AroundStage: collectorOffDuring,
+		Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision, Runtime: f.runtime, AroundStage: collectorOffDuring,
 		Strategies: strategy.Config{Placer: placer.Config{Groups: f.groups, TimeLimit: time.Duration(f.ilpSeconds * float64(time.Second))}}}
 	if opts.Strategies.Recompute, err = strategy.ParseRecompute(f.recompute); err != nil {
 		return usageError{fmt.Errorf("--recompute: %w", err)}

@@ -122,6 +122,20 @@ func registerPrecision(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "precision", "", "numeric precision of the step: fp32, tf32 (fp32 storage, matmuls on TF32 tensor cores), amp-bf16 or amp-fp16 (torch.autocast: matmuls and convolutions in half precision, fp32 master weights); default: the model file's element types")
 }
 
+// registerRuntime adds --runtime, the runtime a job runs under.
+func registerRuntime(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "runtime", pipeline.RuntimeAuto, "the runtime the job runs under, which decides the kernels: "+runtimeHelp()+"; auto (the default) takes --fusion where the command has it and runs attention as the model writes it")
+}
+
+// runtimeHelp lists the runtimes --runtime takes, with what each runs.
+func runtimeHelp() string {
+	var parts []string
+	for _, rt := range pipeline.Runtimes {
+		parts = append(parts, rt.Name+" ("+rt.About+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
 // checkPrecision refuses an unknown --precision before any work (exit 2).
 func checkPrecision(p string) error {
 	if _, err := train.ParsePrecision(p); err != nil {

@@ -104,7 +104,7 @@ through; a device or FIFO (/dev/null, /dev/stdout) is written to, not replaced.
 	f.viewFlags.register(cmd)
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print each stage's time to stderr")
 	fl.StringVar(&f.fusion, "fusion", pipeline.FusionAuto, "operator fusion before placement: none, vertical, horizontal, hybrid, or auto (hybrid unless the model file carries measured op times)")
-	fl.StringVar(&f.runtime, "runtime", pipeline.RuntimeAuto, "the runtime the job runs under, which decides the kernels: "+runtimeHelp()+"; auto (the default) takes --fusion and runs attention as the model writes it")
+	registerRuntime(cmd, &f.runtime)
 	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on")
 	f.registerSpace(cmd)
 	f.registerParallel(cmd)
@@ -224,13 +224,4 @@ func runPlan(cmd *cobra.Command, model string, f *planFlags) error {
 		fmt.Fprintf(stderr, "warning: %s\n", oneLine(w))
 	}
 	return plan.Write(cmd.OutOrStdout(), res.Plan, stdoutFormat)
-}
-
-// runtimeHelp lists the runtimes --runtime takes, with what each runs.
-func runtimeHelp() string {
-	var parts []string
-	for _, rt := range pipeline.Runtimes {
-		parts = append(parts, rt.Name+" ("+rt.About+")")
-	}
-	return strings.Join(parts, ", ")
 }

@@ -33,6 +33,7 @@ type sweepFlags struct {
 	mode      string
 	optimizer string
 	precision string
+	runtime   string
 }
 
 func init() { commands = append(commands, newSweepCmd) }
@@ -89,6 +90,7 @@ where prices are given).`,
 	fl.StringVar(&f.mode, "mode", pipeline.ModeTrain, "train (forward, backward and optimizer step) or infer (forward pass only)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer for --mode train: sgd, momentum or adam (sets state memory)")
 	registerPrecision(cmd, &f.precision)
+	registerRuntime(cmd, &f.runtime)
 	return cmd
 }
 
@@ -118,7 +120,7 @@ func runSweep(cmd *cobra.Command, model string, f *sweepFlags) error {
 	}
 	opts := sweep.Options{Model: model, Types: f.types, Counts: f.counts, Batches: f.batches,
 		Plan: pipeline.Options{Strategy: pipeline.Auto, Import: imp, Mode: f.mode, Optimizer: f.optimizer, Precision: f.precision,
-			AroundStage: collectorOffDuring}}
+			Runtime: f.runtime, AroundStage: collectorOffDuring}}
 	if err := f.searchFlags.apply(&opts.Plan.Strategies); err != nil {
 		return err
 	}
