@@ -125,7 +125,9 @@ func newListState(p *Problem, capacity []int64) (*listState, error) {
 	}
 	for d := 0; d < nd; d++ {
 		s.one = append(s.one, []int{d})
-		s.mem[d] = newUsage()
+		// Each op placed on a device allocates its outputs there and
+		// frees them later: about two changes an op, spread evenly.
+		s.mem[d] = newUsageSized(2*len(p.Graph.Ops)/nd + 64)
 	}
 	s.planned.op = -1
 	s.apart = newApartHosts(lim, nd)

@@ -28,8 +28,13 @@ type usageNode struct {
 	prio        uint32
 }
 
-func newUsage() *usage {
-	return &usage{nodes: make([]usageNode, 1, 64), latest: math.Inf(-1), seed: 0x2545f4914f6cdd1d}
+func newUsage() *usage { return newUsageSized(64) }
+
+// newUsageSized is an empty usage with room for about n changes, so a
+// device's books on a graph of a million ops are not regrown (and
+// copied) a score of times as they fill.
+func newUsageSized(n int) *usage {
+	return &usage{nodes: make([]usageNode, 1, max(n, 64)), latest: math.Inf(-1), seed: 0x2545f4914f6cdd1d}
 }
 
 func (u *usage) pull(x int32) {
