@@ -110,7 +110,8 @@ func nodesCluster(t *testing.T, nodes int) string {
 // with full recomputation as the paper ran them, predict the measured
 // TFLOP/s per GPU within 15%: the paper's FLOP count (its eq. 3, which
 // counts the recomputed forward) over the predicted step and the GPUs.
-// The 18.4B and 145.6B rows (256 and 1,536 GPUs) are in docs/llm.md.
+// auto's own plan is never slower than the configuration given. The
+// 18.4B and 145.6B rows (256 and 1,536 GPUs) are in docs/llm.md.
 func TestParallelMegatronTable1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports 1.7-7.5B GPTs")
@@ -132,7 +133,8 @@ func TestParallelMegatronTable1(t *testing.T) {
 			if _, err := os.Stat(path); err != nil {
 				t.Skipf("shared model absent: %v", err)
 			}
-			p, err := planParallel(t, path, nodesCluster(t, tc.nodes), tc.spec, tc.batch)
+			cluster := nodesCluster(t, tc.nodes)
+			p, err := planParallel(t, path, cluster, tc.spec, tc.batch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,6 +146,16 @@ func TestParallelMegatronTable1(t *testing.T) {
 				t.Errorf("%s: %.1f TFLOP/s per GPU predicted (step %.3f s), %.0f measured: %+.1f%%", tc.spec, got, p.PredictedStepMS/1e3, tc.measuredTFLOP, 100*r)
 			}
 			t.Logf("%s: %.1f TFLOP/s per GPU predicted, %.0f measured, step %.3f s", tc.spec, got, tc.measuredTFLOP, p.PredictedStepMS/1e3)
+			// auto searches a space that holds the configuration: its plan
+			// is never slower in the same simulator.
+			res, err := pipeline.Run(context.Background(), pipeline.Options{ModelPath: path, ClusterPath: cluster, Precision: "amp-bf16",
+				Import: pipeline.ImportOptions{Dims: map[string]int64{"batch": tc.batch}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Plan.PredictedStepMS > p.PredictedStepMS*(1+1e-9) {
+				t.Errorf("auto (%s) takes %.3f s, the configuration given %.3f s", res.Plan.Strategy, res.Plan.PredictedStepMS/1e3, p.PredictedStepMS/1e3)
+			}
 		})
 	}
 }
