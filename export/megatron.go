@@ -121,9 +121,9 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 	default:
 		note("precision: %s: no flag (Megatron-LM's default)", comment(p.Precision))
 	}
-	switch p.Runtime {
-	case "":
-	case "eager-sdpa", "compile":
+	switch {
+	case p.Runtime == "":
+	case fusesAttention(p.Runtime):
 		note("runtime:  %s: the plan runs each attention core as one fused kernel storing no score matrix, as Megatron-LM's flash or fused attention backends do", comment(p.Runtime))
 	default:
 		note("runtime:  %s: the plan runs attention as the model writes it; Megatron-LM's fused attention kernels run it faster and with less memory than planned", comment(p.Runtime))

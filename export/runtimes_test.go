@@ -7,8 +7,22 @@ import (
 	"testing"
 
 	"github.com/opplace/opplace/internal/runtimetest"
+	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 )
+
+// TestFusesAttention: the exports read from a plan's runtime name what
+// pipeline.Runtimes says of it.
+func TestFusesAttention(t *testing.T) {
+	for _, rt := range pipeline.Runtimes {
+		if got := fusesAttention(rt.Name); got != rt.FusedAttention {
+			t.Errorf("runtime %s: fusesAttention %v, pipeline.Runtimes %v", rt.Name, got, rt.FusedAttention)
+		}
+	}
+	if fusesAttention("") || fusesAttention(pipeline.RuntimeAuto) {
+		t.Error("the default runtime runs attention as the model writes it")
+	}
+}
 
 // blockPlan is a training plan of an LM (tok, blocks.0 .., ln, head)
 // whose stage s holds counts[s] blocks, each stage on replicas devices of

@@ -220,7 +220,7 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	pr("grad_scaler = %s\n", pyBool(p.Precision == "amp-fp16"))
 	pr("allow_tf32 = %s\n", pyBool(p.Precision == "tf32"))
 	pr("torch_compile = %s  # model = torch.compile(model)\n", pyBool(p.Runtime == "compile"))
-	pr("scaled_dot_product_attention = %s  # attention through torch.nn.functional.scaled_dot_product_attention\n", pyBool(p.Runtime == "compile" || p.Runtime == "eager-sdpa"))
+	pr("scaled_dot_product_attention = %s  # attention through torch.nn.functional.scaled_dot_product_attention\n", pyBool(fusesAttention(p.Runtime)))
 	if l.Recompute {
 		pr("checkpoint_modules = %s  # apply_activation_checkpointing(model, check_fn=lambda m: m in {model.get_submodule(n) for n in checkpoint_modules})\n", pyList(units))
 	} else {
@@ -278,6 +278,11 @@ func pyBool(b bool) string {
 	}
 	return "False"
 }
+
+// fusesAttention reports whether a plan's runtime (plan.Plan.Runtime)
+// runs each attention core as one kernel: pipeline.Runtimes'
+// FusedAttention, by name, as the plan records it.
+func fusesAttention(rt string) bool { return rt == "compile" || rt == "eager-sdpa" }
 
 // runtimeKernels says how PyTorch runs the kernels the plan's runtime
 // (plan.Plan.Runtime) assumed, "" for the default runtime.

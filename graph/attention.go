@@ -46,7 +46,7 @@ type FusedAttention struct {
 
 // attentionMatch is one pattern found, by op and tensor IDs.
 type attentionMatch struct {
-	qk, sm, av      OpID
+	sm, av          OpID
 	q, k, v, mask   TensorID // mask: NoTensor when there is none
 	covered         []OpID   // sorted
 	causal, hasMask bool
@@ -148,12 +148,10 @@ func FuseAttention(g *Graph) (*Graph, []FusedAttention, error) {
 			op.Inputs = remap(op.Inputs)
 			op.Outputs = remap(op.Outputs)
 		}
-		// A control dependency on a replaced op waits for the fused op.
+		// A control dependency on a replaced op waits for the fused op
+		// (newOp maps every op it covers to it).
 		var deps []OpID
 		for _, d := range op.ControlDeps {
-			if taken[d] {
-				d = findLast(matches, d)
-			}
 			if nd := newOp[d]; nd != NoOp && !slices.Contains(deps, nd) {
 				deps = append(deps, nd)
 			}
@@ -173,16 +171,6 @@ func FuseAttention(g *Graph) (*Graph, []FusedAttention, error) {
 	out.Inputs = remap(g.Inputs)
 	out.Outputs = remap(g.Outputs)
 	return out, fused, nil
-}
-
-// findLast is the ·V op of the match covering op id.
-func findLast(ms []attentionMatch, id OpID) OpID {
-	for i := range ms {
-		if slices.Contains(ms[i].covered, id) {
-			return ms[i].av
-		}
-	}
-	return id
 }
 
 // op is the fused op of m, named in the Softmax's module.
@@ -298,7 +286,7 @@ func matchAttention(g *Graph, sm OpID) (attentionMatch, bool) {
 		op := &g.Ops[pid]
 		switch {
 		case op.Type == "MatMul" && len(op.Inputs) == 2 && len(op.Outputs) == 1:
-			m.qk, m.q = pid, op.Inputs[0]
+			m.q = op.Inputs[0]
 			covered = append(covered, pid)
 			kt := op.Inputs[1]
 			m.k = kt

@@ -46,12 +46,8 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			work[op] *= float64(M)
 		}
 	}
-	order := make([]graph.OpID, n)
-	for op, at := range f.pos {
-		order[at] = graph.OpID(op)
-	}
 	release := make([]float64, n)
-	for _, op := range order {
+	for _, op := range sm.order {
 		var r float64
 		for _, in := range f.inputs[op] {
 			if q := g.Tensors[in].Producer; q != graph.NoOp {

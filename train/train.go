@@ -234,7 +234,7 @@ func (b *builder) addGradient(id graph.OpID) error {
 	grad.Work.MACs, okM = scaleWork(f.Work.MACs, factor)
 	if !okF || !okM {
 		return fmt.Errorf("op %q: its gradient's FLOPs or MACs (%d × %v) reach 2^62 (4.6e18), beyond any real step; bind a smaller batch or dimension",
-			f.Name, max(f.Work.FLOPs, f.Work.MACs), b.opts.Factor)
+			f.Name, max(f.Work.FLOPs, f.Work.MACs), factor)
 	}
 	seen := map[graph.TensorID]bool{}
 	read := func(t graph.TensorID) {

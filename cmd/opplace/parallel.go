@@ -34,11 +34,17 @@ func (f *parallelFlags) apply(cmd *cobra.Command, opts *pipeline.Options) error 
 	if cmd.Flags().Changed("strategy") && opts.Strategy != strategy.ParallelStrategy {
 		return usageError{fmt.Errorf("--parallel plans the configuration as given (--strategy %s), not with --strategy %s", strategy.ParallelStrategy, opts.Strategy)}
 	}
+	opts.Strategy = strategy.ParallelStrategy
+	return f.parse(opts)
+}
+
+// parse reads --parallel into opts.Strategies.Parallel.
+func (f *parallelFlags) parse(opts *pipeline.Options) error {
 	c, err := strategy.ParseParallel(f.parallel)
 	if err != nil {
 		return usageError{fmt.Errorf("--parallel: %w", err)}
 	}
-	opts.Strategy, opts.Strategies.Parallel = strategy.ParallelStrategy, c
+	opts.Strategies.Parallel = c
 	return nil
 }
 
@@ -51,10 +57,5 @@ func (f *parallelFlags) applyCompare(opts *pipeline.Options, strategies []string
 		}
 		return nil
 	}
-	c, err := strategy.ParseParallel(f.parallel)
-	if err != nil {
-		return usageError{fmt.Errorf("--parallel: %w", err)}
-	}
-	opts.Strategies.Parallel = c
-	return nil
+	return f.parse(opts)
 }
