@@ -82,13 +82,13 @@ func (deepSpeedConfig) Export(w io.Writer, p *plan.Plan, o Options) error {
 	if len(l.Types) > 1 {
 		return errorf(Invalid, "%s: devices: the plan runs on %s, and DeepSpeed assumes one device type", src, strings.Join(l.Types, " and "))
 	}
-	zero := map[string]int{"": 0, "zero1": 1, "zero2": 2}[l.Sharding]
+	zero := map[string]int{"": 0, "zero1": 1, "zero2": 2, "zero3": 3}[l.Sharding]
 	if l.PP > 1 && zero > 1 {
-		return errorf(Invalid, "%s: stages[0].sharding: zero2 with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with ZeRO-1 or without sharding)", src, l.PP)
+		return errorf(Invalid, "%s: stages[0].sharding: %s with %d pipeline stages: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only (plan with ZeRO-1 or without sharding)", src, l.Sharding, l.PP)
 	}
 	cfg := dsConfig{
 		TrainBatchSize: p.Batch, TrainMicroBatchSizePerGPU: l.MicroBatch, GradientAccumulationSteps: l.Accum,
-		ZeroOptimization: dsZero{Stage: zero, ReduceScatter: zero == 2, OverlapComm: true, ContiguousGradients: true},
+		ZeroOptimization: dsZero{Stage: zero, ReduceScatter: zero >= 2, OverlapComm: true, ContiguousGradients: true},
 		Opplace: dsSource{Plan: src, Model: p.Model, Strategy: p.Strategy, Precision: p.Precision, PredictedMS: p.PredictedStepMS,
 			Stages: l.PP, DataParallel: l.DP},
 	}

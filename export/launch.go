@@ -23,7 +23,7 @@ type launch struct {
 	// micro-batches per step (gradient accumulation steps).
 	MicroBatch int64
 	Accum      int
-	// Sharding is the stages' ZeRO level ("", zero1, zero2), Recompute
+	// Sharding is the stages' ZeRO level ("", zero1, zero2, zero3), Recompute
 	// whether every stage recomputes.
 	Sharding  string
 	Recompute bool
@@ -77,9 +77,9 @@ func launchShape(p *plan.Plan, o Options, runtime string) (*launch, error) {
 		}
 	}
 	switch first.Sharding {
-	case "", "zero1", "zero2":
+	case "", "zero1", "zero2", "zero3":
 	default:
-		return nil, errorf(Invalid, "%s: stages[0].sharding: %q is no ZeRO level opplace plans (zero1 or zero2)", src, first.Sharding)
+		return nil, errorf(Invalid, "%s: stages[0].sharding: %q is no ZeRO level opplace plans (zero1, zero2 or zero3)", src, first.Sharding)
 	}
 	l := &launch{Stages: stages, TP: tp(first), PP: len(stages), DP: first.Replicas, MicroBatch: first.MicroBatchSize,
 		Accum: max(p.MicroBatches, 1), Sharding: first.Sharding, Recompute: first.Recompute}

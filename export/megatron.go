@@ -98,6 +98,11 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 		arg("--data-parallel-sharding-strategy", "optim_grads")
 		arg("--ckpt-format", "fsdp_dtensor")
 		note("ZeRO-2:   Megatron-FSDP's optim_grads shards the optimizer state and gradients, not the weights (it needs --ckpt-format fsdp_dtensor); Megatron-LM without Megatron-FSDP has no ZeRO-2: plan with ZeRO-1 for --use-distributed-optimizer")
+	case "zero3":
+		arg("--use-megatron-fsdp", "")
+		arg("--data-parallel-sharding-strategy", "optim_grads_params")
+		arg("--ckpt-format", "fsdp_dtensor")
+		note("ZeRO-3:   Megatron-FSDP's optim_grads_params shards the optimizer state, gradients and weights, gathering each layer's weights for its forward and backward passes (it needs --ckpt-format fsdp_dtensor); Megatron-LM without Megatron-FSDP has no ZeRO-3")
 	}
 	if l.DP > 1 {
 		arg("--overlap-grad-reduce", "")
@@ -141,7 +146,7 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 		note("ranks:    Megatron-LM numbers its groups tensor first, then data, then pipeline, and the plan's ranks (the rank-map target) hold other places: the same parallelism on other devices, which the prediction did not time")
 	}
 	switch {
-	case l.TP > 1 && l.Sharding == "zero2":
+	case l.TP > 1 && (l.Sharding == "zero2" || l.Sharding == "zero3"):
 		note("environment: CUDA_DEVICE_MAX_CONNECTIONS unset or above 1 (Megatron-FSDP asserts it; with tensor parallelism Megatron-LM then warns)")
 	case l.TP > 1:
 		note("environment: CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM asserts it under tensor parallelism on GPUs before Blackwell)")

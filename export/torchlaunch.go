@@ -119,9 +119,15 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	case "zero2":
 		pr("# data:     ZeRO-2: FullyShardedDataParallel(sharding_strategy=ShardingStrategy.SHARD_GRAD_OP), torch's nearest: it shards gradients and optimizer state,\n")
 		pr("#           and the weights between steps too (gathered for forward and kept until backward ends); fsdp_units are its units\n")
+	case "zero3":
+		pr("# data:     ZeRO-3: FullyShardedDataParallel(sharding_strategy=ShardingStrategy.FULL_SHARD): each unit's weights gathered for its forward and\n")
+		pr("#           its backward pass and freed after, its gradients reduce-scattered after every micro-batch; fsdp_units are its units\n")
 	}
 	pr("# batch:    %s of %s per data-parallel rank per step", plan.Count(l.Accum, "micro-batch", "micro-batches"), plan.Count(int(l.MicroBatch), "sample", "samples"))
-	if l.Accum > 1 {
+	switch {
+	case l.Accum > 1 && l.Sharding == "zero3":
+		pr(" (gradients reduce-scattered after each, as the plan times them: no no_sync())")
+	case l.Accum > 1:
 		pr(" (gradients accumulated: no_sync() on all but the last)")
 	}
 	pr("\n")
@@ -200,16 +206,17 @@ func (torchLaunch) Export(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	pr("mesh = [%s]  # ranks: one row per data-parallel replica, its tensor-parallel group\n\n", strings.Join(rows, ", "))
 
-	dp := map[string]string{"": "ddp", "zero1": "ddp+zero1", "zero2": "fsdp"}[l.Sharding]
+	dp := map[string]string{"": "ddp", "zero1": "ddp+zero1", "zero2": "fsdp", "zero3": "fsdp"}[l.Sharding]
 	pr("data_parallel = %s  # ddp, ddp+zero1 (ZeroRedundancyOptimizer) or fsdp\n", pyString(dp))
-	if bucket > 0 && l.Sharding != "zero2" {
+	if bucket > 0 && l.Sharding != "zero2" && l.Sharding != "zero3" {
 		pr("bucket_cap_mb = %.2f  # DistributedDataParallel(bucket_cap_mb=...): the plan's median gradient bucket, %d bytes\n", float64(bucket)/(1<<20), bucket)
 	} else {
 		pr("bucket_cap_mb = None  # DistributedDataParallel's default\n")
 	}
 	pr("zero_redundancy_optimizer = %s  # torch.distributed.optim.ZeroRedundancyOptimizer(params, optimizer_class=...)\n", pyBool(l.Sharding == "zero1"))
-	if l.Sharding == "zero2" {
-		pr("fsdp_sharding_strategy = \"SHARD_GRAD_OP\"  # torch.distributed.fsdp.ShardingStrategy.SHARD_GRAD_OP\n")
+	if l.Sharding == "zero2" || l.Sharding == "zero3" {
+		strategy := map[string]string{"zero2": "SHARD_GRAD_OP", "zero3": "FULL_SHARD"}[l.Sharding]
+		pr("fsdp_sharding_strategy = \"%s\"  # torch.distributed.fsdp.ShardingStrategy.%s\n", strategy, strategy)
 		pr("fsdp_units = %s  # auto_wrap_policy=functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda m: m in {model.get_submodule(n) for n in fsdp_units})\n", pyList(units))
 	} else {
 		pr("fsdp_sharding_strategy = None\n")

@@ -208,14 +208,20 @@ func memoryBreakdown(g *graph.Graph, pl *sim.Plan, nd int) []*plan.MemoryBreakdo
 		}
 	}
 	for _, st := range pl.StageDevices(nd) {
-		// ZeRO: each replica keeps its 1/r shard of the optimizer state
-		// and, under ZeRO-2, of the gradients once reduce-scattered.
+		// ZeRO: each replica keeps its 1/r shard of the optimizer state,
+		// under ZeRO-2 and 3 of the gradients once reduce-scattered, and
+		// under ZeRO-3 of the weights and their half copies (the weights
+		// a module gathers whole for a pass are activations here).
 		if r := int64(len(st.Replicas)); r > 1 && st.Sharding >= sim.ZeRO1 {
 			for _, d := range st.Replicas[0] {
 				b := out[d]
 				b.OptimizerStateBytes = (b.OptimizerStateBytes + r - 1) / r
-				if st.Sharding == sim.ZeRO2 {
+				if st.Sharding >= sim.ZeRO2 {
 					b.GradientBytes = (b.GradientBytes + r - 1) / r
+				}
+				if st.Sharding == sim.ZeRO3 {
+					b.WeightBytes = (b.WeightBytes + r - 1) / r
+					b.HalfWeightBytes = (b.HalfWeightBytes + r - 1) / r
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +21,9 @@ import (
 // precisionModels are every ONNX model of testdata/models (with its
 // held-out and train sets) and of the shared set (../shared/models and
 // its LLMs), each file once.
+// llmSize reads the size in billions a shared LLM's file name ends in.
+var llmSize = regexp.MustCompile(`_([0-9.]+)b\.onnx$`)
+
 func precisionModels(t *testing.T) []string {
 	var paths []string
 	for _, pattern := range []string{"*.onnx", "heldout/*.onnx", "train/*.onnx"} {
@@ -28,11 +32,16 @@ func precisionModels(t *testing.T) []string {
 	}
 	shared, _ := filepath.Glob(filepath.Join("..", "..", "shared", "models", "*.onnx"))
 	paths = append(paths, shared...)
-	// The decoder LLMs that fit 8 A100-80GB at batch 2; the 70B and
-	// 145.6B are written by the same generator (module paths alike).
+	// The decoder LLMs that fit 8 A100-80GB at batch 2 (their names end
+	// in their size: up to 20B); the larger are written by the same
+	// generator (module paths alike).
 	llms, _ := filepath.Glob(filepath.Join("..", "..", "shared", "models", "llm", "*.onnx"))
 	for _, p := range llms {
-		if !strings.Contains(p, "70b") && !strings.Contains(p, "145b") {
+		m := llmSize.FindStringSubmatch(filepath.Base(p))
+		if m == nil {
+			continue
+		}
+		if size, err := strconv.ParseFloat(m[1], 64); err == nil && size <= 20 {
 			paths = append(paths, p)
 		}
 	}

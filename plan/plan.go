@@ -141,8 +141,10 @@ type MemoryBreakdown struct {
 	// as PyTorch's param.grad of a float32 parameter), what the
 	// all-reduce moves; OptimizerStateBytes the optimizer's state. On a
 	// stage sharded by ZeRO both are one replica's: the optimizer state
-	// over the replicas (zero1, zero2), and the gradients once
-	// reduce-scattered (zero2).
+	// over the replicas (zero1 to zero3), and the gradients once
+	// reduce-scattered (zero2, zero3); under zero3 the weights and half
+	// copies too (a module's weights gathered whole for a pass count as
+	// activations).
 	GradientBytes       int64 `json:"gradient_bytes" yaml:"gradient_bytes"`
 	OptimizerStateBytes int64 `json:"optimizer_state_bytes" yaml:"optimizer_state_bytes"`
 }
@@ -238,7 +240,8 @@ type Stage struct {
 	// its gradient accumulation steps). 0 when the batch is unknown.
 	MicroBatchSize int64 `json:"micro_batch_size,omitempty" yaml:"micro_batch_size,omitempty"`
 	// Sharding is how the replicas keep optimizer state and gradients:
-	// zero1 (optimizer state sharded), zero2 (and gradients); absent for
+	// zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and
+	// weights, gathered per module for each pass); absent for
 	// plain DDP and for one replica.
 	Sharding string `json:"sharding,omitempty" yaml:"sharding,omitempty"`
 	// TensorParallel is the stage's tensor-parallel degree: each replica

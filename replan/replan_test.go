@@ -15,6 +15,7 @@ import (
 	"github.com/opplace/opplace/pipeline"
 	"github.com/opplace/opplace/plan"
 	"github.com/opplace/opplace/replan"
+	"github.com/opplace/opplace/strategy"
 )
 
 const (
@@ -26,6 +27,8 @@ const (
 type oldPlan struct {
 	model, cluster, strategy string
 	batch                    int64
+	// zero is the ZeRO level the plan is made with, "" for auto's.
+	zero string
 }
 
 var (
@@ -56,11 +59,11 @@ func planFile(t testing.TB, op oldPlan) string {
 		return path
 	}
 	res, err := pipeline.Run(context.Background(), pipeline.Options{ModelPath: models + op.model, ClusterPath: clusters + op.cluster + ".yaml",
-		Strategy: op.strategy, Import: pipeline.ImportOptions{Batch: op.batch}})
+		Strategy: op.strategy, Strategies: strategy.Config{Sharding: op.zero}, Import: pipeline.ImportOptions{Batch: op.batch}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(plansIn, fmt.Sprintf("%s-%s-%s-%d.json", op.model, op.cluster, strings.ReplaceAll(op.strategy, ":", "_"), op.batch))
+	path := filepath.Join(plansIn, fmt.Sprintf("%s-%s-%s-%d%s.json", op.model, op.cluster, strings.ReplaceAll(op.strategy, ":", "_"), op.batch, op.zero))
 	var buf bytes.Buffer
 	if err := plan.Write(&buf, res.Plan, plan.JSON); err != nil {
 		t.Fatal(err)
@@ -74,9 +77,12 @@ func planFile(t testing.TB, op oldPlan) string {
 
 // The three cases.
 var (
-	gpt2XL   = oldPlan{"gpt2_xl.onnx", "8xA100-2host", "pipeline", 8}
-	bertBase = oldPlan{"bert_base.onnx", "4xV100", "auto", 32}
-	resnet   = oldPlan{"resnet50.onnx", "8xA100-2host", "dp", 0}
+	gpt2XL   = oldPlan{"gpt2_xl.onnx", "8xA100-2host", "pipeline", 8, ""}
+	bertBase = oldPlan{"bert_base.onnx", "4xV100", "auto", 32, ""}
+	// bert_base data-parallel under ZeRO-3: each replica alone holds its
+	// shard of the weights.
+	bertZeRO3 = oldPlan{"bert_base.onnx", "4xV100", "dp", 32, "zero3"}
+	resnet    = oldPlan{"resnet50.onnx", "8xA100-2host", "dp", 0, ""}
 )
 
 type replanCase struct {
@@ -94,6 +100,7 @@ type replanCase struct {
 var cases = []replanCase{
 	{name: "gpt2_xl pipeline, 8xA100-2host minus n0gpu3", old: gpt2XL, cluster: "7xA100-2host", lost: []string{"n0gpu3"}, fromCheckpoint: true},
 	{name: "bert_base, 4xV100 minus gpu3", old: bertBase, cluster: "3xV100", lost: []string{"gpu3"}},
+	{name: "bert_base ZeRO-3, 4xV100 minus gpu3", old: bertZeRO3, cluster: "3xV100", lost: []string{"gpu3"}, fromCheckpoint: true},
 	{name: "resnet50 data parallel, 8 to 12 devices", old: resnet, cluster: "12xA100-3host", added: []string{"n2gpu0", "n2gpu1", "n2gpu2", "n2gpu3"},
 		runs: true, chosenKeepsPlan: true},
 }

@@ -37,8 +37,8 @@ type piece struct {
 	// readers are the ops whose devices hold it.
 	readers []graph.OpID
 	// zero is the least ZeRO level that shards it over a stage's
-	// replicas: zero1 for optimizer state, zero2 for gradients; none for
-	// weights.
+	// replicas: zero1 for optimizer state, zero2 for gradients, zero3
+	// for weights; none for constants.
 	zero sim.Sharding
 }
 
@@ -55,9 +55,12 @@ func pieces(g *graph.Graph, gradients bool) []piece {
 			continue
 		}
 		p := piece{tensor: graph.TensorID(t), param: graph.TensorID(t), kind: 0, bytes: tn.Bytes(), readers: distinctOps(tn.Consumers)}
-		if tn.Kind == graph.Parameter && !slices.ContainsFunc(tn.Consumers, func(c graph.OpID) bool { return g.Ops[c].Phase != graph.Update }) {
+		switch {
+		case tn.Kind == graph.Parameter && !slices.ContainsFunc(tn.Consumers, func(c graph.OpID) bool { return g.Ops[c].Phase != graph.Update }):
 			p.kind, p.zero = 1, sim.ZeRO1
 			p.param = g.Ops[tn.Consumers[0]].Inputs[0]
+		case tn.Kind == graph.Parameter:
+			p.zero = sim.ZeRO3
 		}
 		out = append(out, p)
 	}

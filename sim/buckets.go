@@ -78,15 +78,6 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			}
 		}
 	}()
-	ringOf := func(d int) []int {
-		st := s.stages[s.devStage[d]]
-		i := slices.Index(st.Replicas[0], d)
-		devs := make([]int, len(st.Replicas))
-		for k, rep := range st.Replicas {
-			devs[k] = rep[i]
-		}
-		return devs
-	}
 	grads := make([][]graph.TensorID, nd)
 	anyAccum := false
 	for t := range g.Tensors {
@@ -101,8 +92,8 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 	}
 	for d := 0; d < nd; d++ {
 		st := s.devStage[d]
-		if st < 0 || s.replicas[st] < 2 {
-			continue
+		if st < 0 || s.replicas[st] < 2 || s.fullyShards(d) {
+			continue // fsdp.go reduces a fully sharded stage's gradients
 		}
 		if !anyAccum {
 			// No optimizer ops: reduce the parameters the device reads
@@ -118,7 +109,7 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			}
 			if bytes > 0 {
 				s.synthetic[d] = int32(len(s.buckets))
-				s.buckets = append(s.buckets, bucket{kind: AllReduce, dev: d, devices: ringOf(d), stage: st, bytes: bytes})
+				s.buckets = append(s.buckets, bucket{kind: AllReduce, dev: d, devices: s.ringOf(d), stage: st, bytes: bytes})
 				s.devBuckets[d] = append(s.devBuckets[d], s.synthetic[d])
 			}
 			continue
@@ -135,7 +126,7 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 		for _, t := range ts {
 			if cur == nil || cur.bytes >= bucketBytes {
 				s.devBuckets[d] = append(s.devBuckets[d], int32(len(s.buckets)))
-				s.buckets = append(s.buckets, bucket{kind: kind, dev: d, devices: ringOf(d), stage: st})
+				s.buckets = append(s.buckets, bucket{kind: kind, dev: d, devices: s.ringOf(d), stage: st})
 				cur = &s.buckets[len(s.buckets)-1]
 			}
 			inst := s.instance(t, 0)
@@ -145,6 +136,18 @@ func (s *state) buildBuckets(pos []int32, bucketBytes int64) {
 			s.bucketOf[inst] = int32(len(s.buckets) - 1)
 		}
 	}
+}
+
+// ringOf is device d's counterparts in the replicas of its stage, one
+// per replica, d first.
+func (s *state) ringOf(d int) []int {
+	st := s.stages[s.devStage[d]]
+	i := slices.Index(st.Replicas[0], d)
+	devs := make([]int, len(st.Replicas))
+	for k, rep := range st.Replicas {
+		devs[k] = rep[i]
+	}
+	return devs
 }
 
 // buildGathers appends to device d's buckets, after its gradient buckets,

@@ -17,6 +17,8 @@ const (
 	evReduced
 	evBufferArrived
 	evSynced
+	evGathered
+	evScattered
 )
 
 type event struct {
@@ -72,6 +74,9 @@ type state struct {
 	ddp
 	tensorSyncs
 	rc *recompute // nil when no stage recomputes
+	fs *fsdp      // nil when no stage shards fully
+	// sched is the plan's pipeline schedule.
+	sched Schedule
 
 	res *Result
 }
@@ -149,7 +154,9 @@ func newState(t *cost.Table, f *facts, p *Plan, opStage []int, stages []Stage) *
 	}
 	s.running = make([]bool, nd)
 	s.touched = make([]bool, nd)
+	s.sched = p.Schedule
 	s.buildBuckets(f.pos, p.BucketBytes)
+	s.fs = newFSDP(s)
 	s.rc = newRecompute(s)
 	return s
 }
@@ -339,6 +346,14 @@ func (s *state) init() {
 			if g.Ops[op].Phase == graph.Update && len(s.devBuckets[s.dev[op]]) > 0 {
 				n++ // DDP: the optimizer steps once every bucket is reduced
 			}
+			if s.fs != nil {
+				if g.Ops[op].Phase == graph.Update && len(s.fs.updates[s.dev[op]]) > 0 {
+					n++ // ZeRO-3: once every gradient is reduce-scattered
+				}
+				if s.fs.waits(g, graph.OpID(op), int(k-s.taskBase[op]), s.M) {
+					n++ // ZeRO-3: once its unit's weights are gathered
+				}
+			}
 			s.pending[k] = n
 			if n == 0 {
 				s.makeReady(k)
@@ -366,6 +381,9 @@ func (s *state) touch(d int) {
 // ready ops after each instant.
 func (s *state) run() error {
 	s.init()
+	if s.fs != nil {
+		s.fs.start(s)
+	}
 	s.startTouched(0)
 	for s.events.Len() > 0 {
 		now := s.events.Peek().time
@@ -383,9 +401,16 @@ func (s *state) run() error {
 				s.bufferArrived(e.id, now)
 			case evSynced:
 				s.synced(e.id, int(e.dev), now)
+			case evGathered:
+				s.fs.gatheredAt(s, int(e.dev), e.id, now)
+			case evScattered:
+				s.fs.scattered(s, int(e.dev), e.id, now)
 			}
 		}
 		s.startTouched(now)
+		if s.fs != nil {
+			s.fs.unstall(s, now)
+		}
 	}
 	if total := len(s.taskOp); s.done != total {
 		return fmt.Errorf("simulation stalled after %d of %d op runs: the graph has a cycle or a missing input, or the stages are not in order", s.done, total)
@@ -417,6 +442,9 @@ func (s *state) startTouched(now float64) {
 		dur := s.taskTime(op, d, mb)
 		if s.rc != nil && s.g.Ops[op].Phase == graph.Backward {
 			dur += s.rc.restore(s, op, mb, now)
+		}
+		if s.fs != nil && s.fs.opUnit[op] >= 0 {
+			dur += s.fs.runStart(s, op, mb, d, now)
 		}
 		s.running[d] = true
 		if k == s.taskBase[op] {
@@ -526,6 +554,9 @@ func (s *state) opDone(k int32, now float64) {
 				s.satisfy(t)
 			}
 		}
+	}
+	if s.fs != nil && s.fs.opUnit[op] >= 0 {
+		s.fs.runDone(s, op, mb, now)
 	}
 	s.devLeft[d]--
 	if s.devLeft[d] == 0 && s.synthetic[d] >= 0 {

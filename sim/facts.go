@@ -26,6 +26,11 @@ type facts struct {
 	// modules[op] numbers the module of each forward op (see
 	// Stage.Recompute), worked out at the first recomputing plan.
 	modules func() []int32
+	// units[op] numbers the module of every op, backward ops included
+	// (the module their name begins with, see moduleOfName), -1 for an op
+	// outside any module, and the tensors ZeRO-3 gathers. Worked out at
+	// the first fully sharded plan (fsdp.go).
+	units func() unitFacts
 
 	consumers [][]graph.OpID     // per tensor, distinct
 	inputs    [][]graph.TensorID // per op, distinct
@@ -43,7 +48,17 @@ func newFacts(g *graph.Graph, order []graph.OpID) *facts {
 	f.dedupe(g)
 	f.classify(g, order)
 	f.modules = sync.OnceValue(func() []int32 { return moduleIDs(g) })
+	f.units = sync.OnceValue(func() unitFacts { return newUnitFacts(g, f) })
 	return f
+}
+
+// order is the ops in the order the facts were worked out for.
+func (f *facts) order() []graph.OpID {
+	out := make([]graph.OpID, len(f.pos))
+	for op, i := range f.pos {
+		out[i] = graph.OpID(op)
+	}
+	return out
 }
 
 // dedupe builds the distinct consumer, input and control-dependency lists.

@@ -99,8 +99,8 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 	}
 	switch {
 	case tn.Kind.IsResident():
-		if s.optState[t] {
-			if z, r := s.sharding(d); z >= ZeRO1 {
+		if s.optState[t] || s.fs != nil && s.fs.gathered[t] {
+			if z, r := s.sharding(d); z >= ZeRO1 && (s.optState[t] || z == ZeRO3) {
 				return ceilDiv(b, int64(r)) // this replica's shard
 			}
 		}
@@ -111,6 +111,10 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 		}
 		return b
 	case s.perStep[t]:
+		if s.fs != nil && s.fs.gathered[t] && s.fullyShards(d) {
+			_, r := s.sharding(d)
+			return ceilDiv(b, int64(r)) // a weight's cast, kept sharded
+		}
 		if gb := s.gradOf[t]; gb >= 0 {
 			buf := &s.buffers[gb]
 			if buf.leader != t {
@@ -123,7 +127,7 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 				}
 				b = max(b, mb)
 			}
-			if s.shrunk[t] {
+			if s.shrunk[t] || s.fullyShards(buf.src) {
 				_, r := s.sharding(buf.src)
 				return ceilDiv(b, int64(r))
 			}

@@ -36,7 +36,7 @@ const (
 const DefaultBucketBytes = 25 << 20
 
 // Sharding is how the replicas of a stage keep their optimizer state and
-// weight gradients: ZeRO's stages 1 and 2 (Rajbhandari et al., "ZeRO:
+// weight gradients, and under stage 3 their weights: ZeRO's stages 1 to 3 (Rajbhandari et al., "ZeRO:
 // Memory Optimizations Toward Training Trillion Parameter Models", SC20).
 // It changes nothing on a stage of one replica, nor in a graph without
 // optimizer ops.
@@ -56,9 +56,17 @@ const (
 	// instead of all-reduced, after which a replica keeps 1/r of its
 	// gradients; updates and the all-gather as ZeRO1.
 	ZeRO2
+	// ZeRO3 also shards the weights (PyTorch FSDP's FULL_SHARD,
+	// DeepSpeed's ZeRO stage 3): each replica keeps 1/r of every weight
+	// and gathers a module's weights whole before each forward and
+	// backward pass of it and frees them after; each module's gradients
+	// are reduce-scattered after every micro-batch's backward pass (see
+	// fsdp.go). Updates run on the shard, and nothing is gathered after
+	// them.
+	ZeRO3
 )
 
-var shardingNames = [...]string{"none", "zero1", "zero2"}
+var shardingNames = [...]string{"none", "zero1", "zero2", "zero3"}
 
 func (z Sharding) String() string {
 	if int(z) < len(shardingNames) {
@@ -67,14 +75,14 @@ func (z Sharding) String() string {
 	return fmt.Sprintf("Sharding(%d)", z)
 }
 
-// ParseSharding reads "none", "zero1" or "zero2".
+// ParseSharding reads "none", "zero1", "zero2" or "zero3".
 func ParseSharding(s string) (Sharding, error) {
 	for i, n := range shardingNames {
 		if s == n {
 			return Sharding(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown sharding %q (use none, zero1 or zero2)", s)
+	return 0, fmt.Errorf("unknown sharding %q (use none, zero1, zero2 or zero3)", s)
 }
 
 // Stage is a group of devices running a contiguous piece of the graph,
@@ -276,7 +284,7 @@ func (p *Plan) normalise(g *graph.Graph, nd int) ([]int, []Stage, error) {
 		if len(st.Replicas) == 0 {
 			return nil, nil, fmt.Errorf("stage %d has no replicas", s)
 		}
-		if st.Sharding > ZeRO2 {
+		if st.Sharding > ZeRO3 {
 			return nil, nil, fmt.Errorf("stage %d: unknown sharding %d", s, st.Sharding)
 		}
 		if st.Tensor < 0 {

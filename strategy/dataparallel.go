@@ -12,13 +12,15 @@ import (
 
 func init() {
 	Register("dp", FamilyDataParallel, "data parallelism: the whole model on each of r devices of one type, each on 1/r of the batch, gradients all-reduced in DDP buckets during the backward pass; gradient accumulation (micro-batches) when a replica's activations do not fit", func(cfg Config) Strategy {
-		return dataParallel{levels: cfg.levels(sim.NoSharding, sim.ZeRO1, sim.ZeRO2), recompute: cfg.Recompute}
+		return dataParallel{levels: cfg.levels(sim.NoSharding, sim.ZeRO1, sim.ZeRO2, sim.ZeRO3), given: cfg.Sharding != "", recompute: cfg.Recompute}
 	})
 }
 
 type dataParallel struct {
-	// levels are the ZeRO levels offered, plain DDP first.
+	// levels are the ZeRO levels offered, plain DDP first; given says
+	// the user named the level (see replicaLevels).
 	levels []sim.Sharding
+	given  bool
 	// recompute is Config.Recompute.
 	recompute string
 }
@@ -72,7 +74,11 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 				why.split(r)
 				continue
 			}
-			for _, z := range levelsFor(p, dp.levels) {
+			groups := make([][]int, r)
+			for i, d := range cl[:r] {
+				groups[i] = []int{d}
+			}
+			for _, z := range levelsFor(p, replicaLevels(dp.levels, dp.given, p.Costs.Cluster, groups)) {
 				for _, m := range accumulationSteps(p.Batch, r) {
 					// More micro-batches only save activation memory:
 					// each op pays its launch once more per micro-batch
@@ -85,9 +91,7 @@ func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error
 					pl.Stages[0].Recompute = dp.recompute == RecomputeAll && training(p.Graph)
 					res, err := p.Simulate(pl)
 					pr := Proposal{Plan: pl, Sim: res}
-					if z != sim.NoSharding {
-						pr.Notes = []string{zeroNote(z)}
-					}
+					pr.Notes = zeroNotes(z, p.Costs.Cluster, groups)
 					if pl.Stages[0].Recompute {
 						pr.Notes = append(pr.Notes, recomputeNote)
 					}

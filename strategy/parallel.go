@@ -35,7 +35,7 @@ type Parallel struct {
 // ParseParallel reads a configuration: comma-separated KEY=VALUE with
 // keys tp (tensor), pp (pipeline), dp (data; default the devices
 // left), mbs (micro-batch size), recompute (none or full) and zero
-// (none, zero1 or zero2), as in "tp=8,pp=8,mbs=1,recompute=full".
+// (none, zero1, zero2 or zero3), as in "tp=8,pp=8,mbs=1,recompute=full".
 func ParseParallel(s string) (*Parallel, error) {
 	c := &Parallel{Tensor: 1, Pipeline: 1}
 	seen := map[string]bool{}
@@ -167,7 +167,7 @@ func (s parallelGiven) Propose(ctx context.Context, p *Problem) ([]Proposal, err
 	if cfg.Recompute {
 		recompute = RecomputeAll
 	}
-	tp := tensorParallel{opts: s.cfg.Pipeline, levels: []sim.Sharding{cfg.Sharding}, recompute: recompute, degree: strconv.Itoa(cfg.Tensor)}
+	tp := tensorParallel{opts: s.cfg.Pipeline, levels: []sim.Sharding{cfg.Sharding}, given: true, recompute: recompute, degree: strconv.Itoa(cfg.Tensor)}
 	tp.opts.MicroBatches, tp.opts.Stages, tp.opts.ByDegree, tp.opts.Recompute = M, cfg.Pipeline, true, cfg.Recompute
 	var groups [][]int
 	var split *sim.TensorSplit
@@ -240,6 +240,9 @@ func (s parallelGiven) Propose(ctx context.Context, p *Problem) ([]Proposal, err
 			got.MicroBatchSize = B / int64(cfg.Data*pr.Plan.MicroBatches)
 		}
 		pr.Notes = append([]string{fmt.Sprintf("the configuration given: %s, %d micro-batches a step", got.String(), max(pr.Plan.MicroBatches, 1))}, pr.Notes...)
+		if cfg.Sharding == sim.ZeRO3 && slices.ContainsFunc(pr.Plan.Stages, func(st sim.Stage) bool { return !oneHost(p.Costs.Cluster, st.Replicas) }) {
+			pr.Notes = append(pr.Notes, crossHostZeRO3)
+		}
 		out = append(out, pr)
 	}
 	if len(out) == 0 {

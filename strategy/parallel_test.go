@@ -22,7 +22,8 @@ func TestParseParallel(t *testing.T) {
 		{in: "tp", err: `"tp" is not KEY=VALUE`},
 		{in: "mbs=x", err: "mbs=x must be a whole number"},
 		{in: "recompute=selective", err: "recompute=selective: use none or full"},
-		{in: "zero=zero3", err: "zero=zero3"},
+		{in: "dp=8,zero=zero3", want: strategy.Parallel{Tensor: 1, Pipeline: 1, Data: 8, Sharding: sim.ZeRO3}},
+		{in: "zero=zero4", err: "zero=zero4"},
 		{in: "vp=2", err: `unknown key "vp"`},
 	} {
 		got, err := strategy.ParseParallel(tc.in)

@@ -45,8 +45,8 @@ type Config struct {
 	Placer placer.Config
 	// Sharding is the ZeRO level replicated stages may use: "" lets
 	// every replicating strategy offer its variants (dp: none, zero1,
-	// zero2; hybrids and pipelines: none, zero2), "none", "zero1" or
-	// "zero2" only that one (see ParseSharding).
+	// zero2, zero3; hybrids, pipelines and tensor: none, zero2), "none",
+	// "zero1", "zero2" or "zero3" only that one (see ParseSharding).
 	Sharding string
 	// Recompute is the activation recomputation replicated and
 	// pipelined plans may use: "" (auto) adds a recomputing variant of

@@ -30,7 +30,8 @@ const TensorPartitioner = "pipedream"
 
 func init() {
 	Register("tensor", FamilyTensor, "tensor parallelism: ops split over groups of 2, 4 ... devices of one type as package shard chooses (Megatron-LM's column and row splits where they pay), the groups then pipelined and replicated as the partitioner finds best", func(cfg Config) Strategy {
-		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), recompute: cfg.Recompute, degree: cfg.Tensor}
+		return tensorParallel{opts: cfg.Pipeline, levels: cfg.levels(sim.NoSharding, sim.ZeRO2), flat: cfg.levels(sim.NoSharding, sim.ZeRO2, sim.ZeRO3),
+			given: cfg.Sharding != "", recompute: cfg.Recompute, degree: cfg.Tensor}
 	})
 }
 
@@ -53,8 +54,14 @@ func (f *Fine) costs(c *cluster.Cluster) *cost.Table {
 }
 
 type tensorParallel struct {
-	opts   partition.Options
-	levels []sim.Sharding
+	opts partition.Options
+	// levels are the ZeRO levels offered pipelined groups, flat those
+	// offered one stage of replicated groups (ZeRO-3 over the data
+	// dimension of a (data, tensor) mesh, as FSDP with tensor
+	// parallelism runs).
+	levels, flat []sim.Sharding
+	// given says the user named the ZeRO level (see replicaLevels).
+	given bool
 	// recompute is the recomputation allowed (Config.Recompute); degree
 	// the tensor-parallel degree (Config.Tensor).
 	recompute, degree string
@@ -291,7 +298,11 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 		recomputes = []bool{false, true}
 	}
 	steps := accumulationSteps(p.Batch, r)
-	for _, z := range levelsFor(p, s.levels) {
+	flat := s.flat
+	if flat == nil {
+		flat = s.levels
+	}
+	for _, z := range levelsFor(p, replicaLevels(flat, s.given, p.Costs.Cluster, groups[:r])) {
 		plainFit := len(steps)
 		for _, rc := range recomputes {
 			for i, m := range steps {
@@ -306,9 +317,7 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 				if m > 1 {
 					notes = []string{fmt.Sprintf("%s, %d micro-batches of gradient accumulation", shape, m)}
 				}
-				if z != sim.NoSharding {
-					notes = append(notes, zeroNote(z))
-				}
+				notes = append(notes, zeroNotes(z, p.Costs.Cluster, groups[:r])...)
 				if rc {
 					notes = append(notes, recomputeNote)
 				}

@@ -4,18 +4,19 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/sim"
 )
 
 // ParseSharding reads the sharding a user allows replicated stages:
 // "auto" (or "") lets each strategy offer its ZeRO variants, "none",
-// "zero1" or "zero2" allow only that level.
+// "zero1", "zero2" or "zero3" allow only that level.
 func ParseSharding(s string) (string, error) {
 	if s == "" || s == "auto" {
 		return "", nil
 	}
 	if _, err := sim.ParseSharding(s); err != nil {
-		return "", fmt.Errorf("unknown sharding %q: use auto, none, zero1 or zero2", s)
+		return "", fmt.Errorf("unknown sharding %q: use auto, none, zero1, zero2 or zero3", s)
 	}
 	return s, nil
 }
@@ -42,6 +43,54 @@ func levelsFor(p *Problem, levels []sim.Sharding) []sim.Sharding {
 		return levels[:1]
 	}
 	return levels
+}
+
+// replicaLevels is levels for replicas whose devices are groups: under
+// auto sharding (not given: the user named no level), without ZeRO-3
+// when the groups span hosts. ZeRO-3 gathers every weight over the data-parallel group for
+// each pass of each micro-batch; across hosts the simulator prices those
+// all-gathers at the network's ring bandwidth with the prefetch fully
+// overlapped, and the one published measurement of ZeRO-3 at scale it was
+// checked against ran far slower: Narayanan et al. (SC'21, Table 2),
+// GPT 175B at batch 1536 on 384, 768 and 1,536 A100s of Selene, measured
+// 144, 88 and 44 TFLOP/s per GPU where the simulator predicts 189, 186 and
+// 169 (docs/plan-space.md#zero-3). So auto offers ZeRO-3 within a host
+// only, where its gathers ride NVLink; --zero zero3 asks for it anywhere.
+func replicaLevels(levels []sim.Sharding, given bool, cl *cluster.Cluster, groups [][]int) []sim.Sharding {
+	if given || !slices.Contains(levels, sim.ZeRO3) || oneHost(cl, groups) {
+		return levels
+	}
+	return slices.DeleteFunc(slices.Clone(levels), func(z sim.Sharding) bool { return z == sim.ZeRO3 })
+}
+
+// crossHostZeRO3 is the note on a ZeRO-3 plan whose replicas span hosts.
+const crossHostZeRO3 = "ZeRO-3 across hosts: its all-gathers are predicted at the network's ring bandwidth, fully overlapped; the published ZeRO-3 runs at scale it was checked against ran 1.3-3.8x slower than predicted (docs/plan-space.md#zero-3): treat this step as optimistic"
+
+// zeroNotes are the notes of a plan whose replicas, on groups, shard at
+// level z.
+func zeroNotes(z sim.Sharding, cl *cluster.Cluster, groups [][]int) []string {
+	switch {
+	case z == sim.NoSharding:
+		return nil
+	case z == sim.ZeRO3 && !oneHost(cl, groups):
+		return []string{zeroNote(z), crossHostZeRO3}
+	}
+	return []string{zeroNote(z)}
+}
+
+// oneHost reports whether every device of groups is on one host.
+func oneHost(c *cluster.Cluster, groups [][]int) bool {
+	host := -1
+	for _, g := range groups {
+		for _, d := range g {
+			if h := c.Devices[d].Host; host < 0 {
+				host = h
+			} else if h != host {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // withSharding is a copy of pl whose replicated stages shard at level
@@ -86,6 +135,9 @@ func shardedVariants(props []Proposal, levels []sim.Sharding) []Proposal {
 }
 
 func zeroNote(z sim.Sharding) string {
+	if z == sim.ZeRO3 {
+		return "replicated stages shard optimizer state, gradients and weights over their replicas, gathering each module's weights for its passes (ZeRO-3, FSDP FULL_SHARD)"
+	}
 	if z == sim.ZeRO2 {
 		return "replicated stages shard optimizer state and gradients over their replicas (ZeRO-2)"
 	}

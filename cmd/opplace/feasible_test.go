@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,9 @@ import (
 // TestLLMFeasibility: a 7.5B GPT at the global batch of 128 under
 // amp-bf16 is no proven misfit on 8 × A100-40GB (the whole batch's
 // softmax gradient, 192 GiB, is no bound: a plan runs it at a
-// micro-batch), so dp's failure exits 3 saying that no bound rules a plan
-// out; on 2 × A100-40GB its parameters and optimizer state alone (86 GiB)
+// micro-batch), so dp's failure under ZeRO-2 exits 3 saying that no
+// bound rules a plan out (under ZeRO-3 dp fits: TestZeRO3FitsLLM); on
+// 2 × A100-40GB its parameters and optimizer state alone (86 GiB)
 // overflow the cluster, and auto exits 3 with the proof.
 func TestLLMFeasibility(t *testing.T) {
 	if testing.Short() {
@@ -31,7 +33,7 @@ func TestLLMFeasibility(t *testing.T) {
 		extra         []string
 		want, not     string
 	}{
-		{"8 x A100-40GB, dp", filepath.Join(clusterDir, "8xA100-40GB.yaml"), []string{"--strategy", "dp"},
+		{"8 x A100-40GB, dp", filepath.Join(clusterDir, "8xA100-40GB.yaml"), []string{"--strategy", "dp", "--zero", "zero2"},
 			"strategy dp found no plan that fits the cluster's memory, though no bound rules one out", "does not fit the cluster"},
 		{"2 x A100-40GB, auto", two, nil, "the model does not fit the cluster: a plan needs at least 86.", "no bound rules"},
 	} {
@@ -45,5 +47,63 @@ func TestLLMFeasibility(t *testing.T) {
 				t.Errorf("the bound does not say where it is taken:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestZeRO3FitsLLM: the 7.5B GPT at batch 128 under amp-bf16 that dp
+// cannot fit on 8 × A100-40GB under ZeRO-2 (TestLLMFeasibility) fits
+// under ZeRO-3 (FSDP FULL_SHARD), the configuration 7B models train with
+// on one node: each replica keeps 1/8 of the weights, gradients and
+// optimizer state, and gathers one transformer block's weights at a
+// time.
+func TestZeRO3FitsLLM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a 7.5B GPT")
+	}
+	model := filepath.Join("../../../shared/models/llm", "megatron_7.5b.onnx")
+	if _, err := os.Stat(model); err != nil {
+		t.Skipf("shared model absent: %v", err)
+	}
+	code, stdout, stderr := invoke(t, "plan", model, "--dim", "batch=128", "--precision", "amp-bf16",
+		"--cluster", filepath.Join(clusterDir, "8xA100-40GB.yaml"), "--strategy", "dp", "--zero", "zero3", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var p struct {
+		Fits   bool `json:"fits"`
+		Stages []struct {
+			Sharding       string `json:"sharding"`
+			Replicas       int    `json:"replicas"`
+			MicroBatchSize int64  `json:"micro_batch_size"`
+		} `json:"stages"`
+		MicroBatches int `json:"micro_batches"`
+		Devices      []struct {
+			Peak     int64 `json:"peak_memory_bytes"`
+			Capacity int64 `json:"memory_bytes"`
+		} `json:"devices"`
+		AllReduces []struct {
+			Kind string `json:"kind"`
+		} `json:"all_reduces"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Fits || len(p.Stages) != 1 || p.Stages[0].Sharding != "zero3" || p.Stages[0].Replicas != 8 {
+		t.Fatalf("fits %v, stages %+v: want one ZeRO-3 stage of 8 replicas that fits", p.Fits, p.Stages)
+	}
+	if got := p.Stages[0].MicroBatchSize * int64(max(p.MicroBatches, 1)) * 8; got != 128 {
+		t.Errorf("micro-batch size %d x %d micro-batches x 8 replicas = %d, want the batch of 128", p.Stages[0].MicroBatchSize, p.MicroBatches, got)
+	}
+	for i, d := range p.Devices {
+		if d.Peak > d.Capacity || d.Peak < d.Capacity/2 {
+			t.Errorf("device %d peaks at %d bytes of %d: want a plan that uses the device and fits it", i, d.Peak, d.Capacity)
+		}
+	}
+	kinds := map[string]int{}
+	for _, a := range p.AllReduces {
+		kinds[a.Kind]++
+	}
+	if kinds["all-gather"] == 0 || kinds["reduce-scatter"] == 0 || kinds["all-reduce"] != 0 {
+		t.Errorf("collectives %v: want the blocks' all-gathers and reduce-scatters only", kinds)
 	}
 }

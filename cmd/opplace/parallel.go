@@ -16,7 +16,7 @@ type parallelFlags struct {
 }
 
 func (f *parallelFlags) registerParallel(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.parallel, "parallel", "", "plan one configuration as given (strategy parallel), as Megatron-LM's arguments state it: tp=T,pp=P[,dp=D][,mbs=B][,recompute=none|full][,zero=none|zero1|zero2] (tensor, pipeline and data-parallel degrees, dp by default the devices left; micro-batch size; full recomputation; ZeRO level), e.g. tp=8,pp=8,mbs=1,recompute=full")
+	cmd.Flags().StringVar(&f.parallel, "parallel", "", "plan one configuration as given (strategy parallel), as Megatron-LM's arguments state it: tp=T,pp=P[,dp=D][,mbs=B][,recompute=none|full][,zero=none|zero1|zero2|zero3] (tensor, pipeline and data-parallel degrees, dp by default the devices left; micro-batch size; full recomputation; ZeRO level), e.g. tp=8,pp=8,mbs=1,recompute=full")
 }
 
 // apply reads --parallel into the options. It gives the whole

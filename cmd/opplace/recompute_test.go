@@ -85,7 +85,8 @@ func TestRecomputeGPT2XLPipeline(t *testing.T) {
 // TestRecomputePicksWhereNothingElseFits: GPT-2 XL at batch 8 on
 // 8xA100-2host with 90% of every device reserved (8 GiB left) fits no
 // plan of the space without recomputation: not data parallelism, ZeRO-2
-// included (25.42 GiB a replica; 14.23 GiB even recomputing), and no
+// included (25.42 GiB a replica; 14.23 GiB even recomputing; auto offers
+// ZeRO-3 within a host only, and four replicas do not fit), and no
 // pipeline split the partitioners find (with 12 GiB left, at 85%, one
 // fits at 10.11 GiB). Under auto the pipelines partition again
 // modelling recomputing stages, and auto keeps that pipeline (6 stages,
