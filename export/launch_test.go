@@ -202,6 +202,16 @@ func TestDeepSpeedConfig(t *testing.T) {
 		zero["reduce_bucket_size"].(float64) != 25<<20/4 || cfg["bf16"] == nil || cfg["fp16"] != nil || cfg["opplace"].(map[string]any)["plan"] != "p.json" {
 		t.Errorf("data parallel:\n%s", doc)
 	}
+	// ZeRO-3: stage 3, reduce-scattering.
+	p.Stages[0].Sharding = "zero3"
+	doc, err = Render("deepspeed-config", p, Options{Source: "p.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero = checkDeepSpeed(t, doc, 8, 1)["zero_optimization"].(map[string]any)
+	if zero["stage"].(float64) != 3 || zero["reduce_scatter"] != true {
+		t.Errorf("ZeRO-3:\n%s", doc)
+	}
 	// A pipeline of 2 stages x 2 replicas, recomputing, fp16.
 	p = launchPlan(32, 8, []int{2, 2}, []int{1, 1}, false)
 	p.Precision, p.Stages[0].Recompute, p.Stages[1].Recompute = "amp-fp16", true, true
@@ -223,6 +233,7 @@ func TestDeepSpeedConfig(t *testing.T) {
 		{"placement in a replica", func(p *plan.Plan) { *p = *launchPlan(16, 1, []int{2}, []int{2}, false) }, "stages[0].replica_devices"},
 		{"uneven replicas", func(p *plan.Plan) { *p = *launchPlan(16, 2, []int{2, 1}, []int{1, 1}, false) }, "stages[1].replicas"},
 		{"zero2 pipeline", func(p *plan.Plan) { p.Stages[0].Sharding, p.Stages[1].Sharding = "zero2", "zero2" }, "ZeRO stage 0 or 1"},
+		{"zero3 pipeline", func(p *plan.Plan) { p.Stages[0].Sharding, p.Stages[1].Sharding = "zero3", "zero3" }, "stages[0].sharding: zero3 with 2 pipeline stages"},
 		{"two device types", func(p *plan.Plan) { p.Devices[1].Type = "V100-16GB" }, "devices: the plan runs on A100-80GB and V100-16GB"},
 		{"batch unknown", func(p *plan.Plan) { p.Batch = 0 }, "batch: the plan's batch is unknown"},
 		{"inference", func(p *plan.Plan) { p.Mode = "infer" }, `mode "infer"`},

@@ -95,6 +95,10 @@ func TestMegatron(t *testing.T) {
 		{"data parallel, zero2, fp16", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Precision, p.Stages[0].Sharding = "amp-fp16", "zero2" },
 			4, map[string]string{"--use-megatron-fsdp": "", "--data-parallel-sharding-strategy": "optim_grads", "--ckpt-format": "fsdp_dtensor", "--fp16": "", "--use-distributed-optimizer": "-"},
 			[]string{"ZeRO-2:   Megatron-FSDP's optim_grads"}},
+		{"data parallel, zero3, bf16", launchPlan(16, 2, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Precision, p.Stages[0].Sharding = "amp-bf16", "zero3" },
+			4, map[string]string{"--use-megatron-fsdp": "", "--data-parallel-sharding-strategy": "optim_grads_params", "--ckpt-format": "fsdp_dtensor", "--bf16": "",
+				"--use-distributed-optimizer": "-", "--micro-batch-size": "2", "--global-batch-size": "16"},
+			[]string{"ZeRO-3:   Megatron-FSDP's optim_grads_params"}},
 		{"fused attention", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "compile" },
 			4, map[string]string{"--tensor-model-parallel-size": "1"}, []string{"runtime:  compile: the plan runs each attention core as one fused kernel"}},
 		{"attention written out", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "eager" },
@@ -240,6 +244,11 @@ func TestTorchLaunch(t *testing.T) {
 			p.Ops = append(p.Ops, plan.Op{Name: "/blocks/blocks.0/fc1/MatMul", Phase: "forward", Type: "MatMul"}, plan.Op{Name: "/blocks/blocks.1/fc1/MatMul", Phase: "forward", Type: "MatMul"})
 		}, []string{`data_parallel = "fsdp"`, `fsdp_sharding_strategy = "SHARD_GRAD_OP"`, `fsdp_units = ["blocks.0", "blocks.1"]`, `autocast_dtype = "bfloat16"`,
 			"torch_compile = False", "scaled_dot_product_attention = False"}},
+		{"zero3, accumulating", launchPlan(16, 2, []int{4}, []int{1}, false), func(p *plan.Plan) {
+			p.Precision, p.Stages[0].Sharding = "amp-bf16", "zero3"
+			p.Ops = append(p.Ops, plan.Op{Name: "/blocks/blocks.0/fc1/MatMul", Phase: "forward", Type: "MatMul"}, plan.Op{Name: "/blocks/blocks.1/fc1/MatMul", Phase: "forward", Type: "MatMul"})
+		}, []string{`data_parallel = "fsdp"`, `fsdp_sharding_strategy = "FULL_SHARD"`, `fsdp_units = ["blocks.0", "blocks.1"]`, "bucket_cap_mb = None",
+			"ZeRO-3: FullyShardedDataParallel(sharding_strategy=ShardingStrategy.FULL_SHARD)", "gradients reduce-scattered after each, as the plan times them: no no_sync()"}},
 		{"torch.compile", launchPlan(16, 1, []int{4}, []int{1}, false), func(p *plan.Plan) { p.Runtime = "compile" },
 			[]string{"# runtime:  compile: torch.compile(model), attention through scaled_dot_product_attention", "torch_compile = True", "scaled_dot_product_attention = True"}},
 		{"idle GPUs", launchPlan(8, 1, []int{2}, []int{1}, false), func(p *plan.Plan) { p.Stages[0].Devices = []string{"n0gpu1", "n0gpu3"} },

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	Register("torch", "Python: PyTorch-native launch of a single-stage plan (dp, tensor): torchrun per host, micro-batch size and accumulation steps, DDP bucket size, ZeroRedundancyOptimizer (ZeRO-1) or FSDP SHARD_GRAD_OP and its units (ZeRO-2), autocast, checkpointed modules, the (dp, tp) DeviceMesh and a torch.distributed.tensor.parallel plan from each op's split",
+	Register("torch", "Python: PyTorch-native launch of a single-stage plan (dp, tensor): torchrun per host, micro-batch size and accumulation steps, DDP bucket size, ZeroRedundancyOptimizer (ZeRO-1) or FSDP SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3) and its units, autocast, checkpointed modules, the (dp, tp) DeviceMesh and a torch.distributed.tensor.parallel plan from each op's split",
 		func() Target { return torchLaunch{} })
 }
 

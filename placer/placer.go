@@ -193,6 +193,9 @@ type InfeasibleError struct {
 	Alternative string
 	// Detail says where the placer got stuck.
 	Detail string
+	// Hint names a plan outside what was searched that fits (ZeRO-3
+	// across hosts, which auto does not offer); "" for none.
+	Hint string
 }
 
 func (e *InfeasibleError) Error() string {
@@ -219,6 +222,9 @@ func (e *InfeasibleError) Error() string {
 	}
 	if e.Detail != "" {
 		msg += "; " + e.Detail
+	}
+	if e.Hint != "" {
+		msg += "; " + e.Hint
 	}
 	if e.Alternative != "" {
 		return msg + fmt.Sprintf("; strategy %s finds a plan that fits: plan with it or with auto", e.Alternative)

@@ -349,6 +349,13 @@ func stagesTable(pg *page, p *plan.Plan) {
 			Sends: fmtBytes(st.SendBytes), Peak: fmtBytes(st.PeakMemoryBytes),
 			FirstOp: breakable(st.FirstOp), LastOp: breakable(st.LastOp), Module: breakable(st.Modules()),
 			Bottleneck: len(p.Stages) > 1 && st.TimeMS == slowest}
+		// As the plan's table writes it: 8 (zero3) (recompute) × tensor 2.
+		if st.Sharding != "" {
+			r.Replicas += " (" + st.Sharding + ")"
+		}
+		if st.Recompute {
+			r.Replicas += " (recompute)"
+		}
 		if st.TensorParallel > 1 {
 			r.Replicas += fmt.Sprintf(" × tensor %d", st.TensorParallel)
 		}

@@ -149,6 +149,15 @@ func TestReportContent(t *testing.T) {
 			},
 		},
 		{
+			name: "sharded, recomputing stages",
+			plan: func() *plan.Plan {
+				p := pipelinePlan()
+				p.Stages[0].Sharding, p.Stages[0].Recompute = "zero3", true
+				return p
+			},
+			want: []string{fmt.Sprintf(`<td class="num">%d (zero3) (recompute)</td>`, pipelinePlan().Stages[0].Replicas)},
+		},
+		{
 			name:    "empty candidates",
 			plan:    pipelinePlan,
 			want:    []string{`Only pipeline:exact was run`},

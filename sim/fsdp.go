@@ -8,12 +8,15 @@ import (
 
 // fsdp is the books of the fully sharded stages (ZeRO3): each replica
 // keeps 1/r of every weight, and each unit (the ops of one module on a
-// device, as graph.ModuleKeys gives them, and one more for the ops
-// outside any module) gathers its weights whole before its forward and
-// again before its backward pass of every micro-batch, frees them once
-// the pass is done there, and reduce-scatters its weight gradients after
-// its backward pass of every micro-batch, as PyTorch FSDP's FULL_SHARD
-// and DeepSpeed's ZeRO stage 3 do.
+// device, as graph.ModuleKeys gives them, and one more, the root, for the
+// ops outside any module) gathers its weights whole before its forward
+// and again before its backward pass of every micro-batch, frees them
+// once the pass is done there, and reduce-scatters its weight gradients
+// after its backward pass of every micro-batch, as PyTorch FSDP's
+// FULL_SHARD and DeepSpeed's ZeRO stage 3 do. The root, whose ops span
+// the passes (embeddings first, head last), gathers once per micro-batch
+// and keeps its weights until its backward pass ends, as FSDP's root
+// module does.
 //
 // Gathers run in the order the stage's passes need them, one at a time
 // on the device's collective stream, and at most two gathered units are
@@ -168,15 +171,19 @@ func newFSDP(s *state) *fsdp {
 		for mb := 0; mb < M; mb++ {
 			f.left[(int(u)*M+mb)*2+ph]++
 		}
+		gph := ph
+		if un.root {
+			gph = 0 // gathered once for both passes, as FSDP's root
+		}
 		for _, in := range s.inputs[op] {
 			if !f.gathered[in] {
 				continue
 			}
-			if mark := u*2 + int32(ph); seen[in] != mark {
+			if mark := u*2 + int32(gph); seen[in] != mark {
 				seen[in] = mark
 				whole := s.wholeBytes(in, un.dev)
-				un.gather[ph] += whole
-				un.extra[ph] += whole - ceilDiv(whole, int64(len(un.devices)))
+				un.gather[gph] += whole
+				un.extra[gph] += whole - ceilDiv(whole, int64(len(un.devices)))
 			}
 		}
 		for _, out := range g.Ops[op].Outputs {
@@ -187,8 +194,8 @@ func newFSDP(s *state) *fsdp {
 			}
 		}
 	}
-	// The gathers, in the order each stage runs its passes.
-	// Per device: its root unit first, then its modules in the order
+	// The gathers, in the order each stage runs its passes. Per device:
+	// its root unit first, then its modules in the order
 	// their first forward op runs (units are numbered so); a backward
 	// pass visits the modules in reverse.
 	byDev := make([][]int32, s.nd)
@@ -301,7 +308,8 @@ func (f *fsdp) launchGather(s *state, d int, now float64, force bool) {
 	s.push(event{time: end, kind: evGathered, id: int32(i), dev: int32(d)})
 }
 
-// gathered finishes device d's gather i: the pass's runs may start.
+// gatheredAt finishes device d's gather i at now: the pass's runs may
+// start, and the next gather may.
 func (f *fsdp) gatheredAt(s *state, d int, i int32, now float64) {
 	e := f.gathers[d][i]
 	f.gathering[d] = false
@@ -365,10 +373,19 @@ func (f *fsdp) runDone(s *state, op graph.OpID, mb int, now float64) {
 	}
 	un := &f.units[u]
 	d := un.dev
-	if e := f.entry[i]; e >= 0 {
-		s.alloc(now, d, -un.extra[ph])
-		f.freed[d][e] = true
-		f.launchGather(s, d, now, false)
+	free := i
+	switch {
+	case un.root && ph == 0 && len(f.ops[u][1]) > 0:
+		free = -1 // the root's weights stay gathered for its backward pass
+	case un.root && ph == 1:
+		free = i - 1 // its forward pass's gather
+	}
+	if free >= 0 {
+		if e := f.entry[free]; e >= 0 {
+			s.alloc(now, d, -un.extra[free%2])
+			f.freed[d][e] = true
+			f.launchGather(s, d, now, false)
+		}
 	}
 	if ph == 1 && un.grads > 0 {
 		f.scatterQ[d] = append(f.scatterQ[d], int32(int(u)*s.M+mb))

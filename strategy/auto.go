@@ -184,7 +184,7 @@ func Search(ctx context.Context, p *Problem, cfg Config, names []string) ([]Outc
 		if len(fails) == 0 {
 			return outs, -1, fmt.Errorf("no strategy applies to this problem")
 		}
-		return outs, -1, placer.CombineFailures(fails)
+		return outs, -1, withZeRO3Hint(ctx, p, cfg, placer.CombineFailures(fails))
 	}
 	outs[best] = Refine(p, cfg, outs[best])
 	return outs, best, nil

@@ -431,5 +431,5 @@ func Explain(ctx context.Context, p *Problem, cfg Config, asked string, err erro
 			return err
 		}
 	}
-	return &e
+	return withZeRO3Hint(ctx, p, cfg, &e)
 }

@@ -1,10 +1,13 @@
 package strategy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/opplace/opplace/cluster"
+	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/sim"
 )
 
@@ -76,6 +79,26 @@ func zeroNotes(z sim.Sharding, cl *cluster.Cluster, groups [][]int) []string {
 		return []string{zeroNote(z), crossHostZeRO3}
 	}
 	return []string{zeroNote(z)}
+}
+
+// withZeRO3Hint is err, a failure to find a plan that fits, with a hint
+// when ZeRO-3 data parallelism across hosts, which auto sharding does not
+// offer (replicaLevels), fits: the plan a user may still want, named with
+// its caveat. err as it is otherwise (a proof, a named level, inference,
+// one host, or ZeRO-3 not fitting either).
+func withZeRO3Hint(ctx context.Context, p *Problem, cfg Config, err error) error {
+	var inf *placer.InfeasibleError
+	if !errors.As(err, &inf) || inf.Proved || cfg.Sharding != "" || !training(p.Graph) || len(p.Costs.Cluster.Hosts) < 2 {
+		return err
+	}
+	dp := dataParallel{levels: []sim.Sharding{sim.ZeRO3}, given: true, recompute: cfg.Recompute}
+	o := Evaluate(ctx, p, "dp", dp)
+	if o.Err != nil || !o.Fits {
+		return err
+	}
+	e := *inf
+	e.Hint = fmt.Sprintf("data parallelism with ZeRO-3 across hosts fits (%.0f ms predicted), which auto offers within a host only because its steps across hosts are optimistic (docs/plan-space.md#zero-3): plan it with strategy dp and sharding zero3", o.Sim.Step*1e3)
+	return &e
 }
 
 // oneHost reports whether every device of groups is on one host.
