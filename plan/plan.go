@@ -209,8 +209,9 @@ type Transfer struct {
 // weights all-gathered.
 type AllReduce struct {
 	// Kind is all-reduce (DDP, ZeRO-1's gradients), reduce-scatter
-	// (ZeRO-2's gradients) or all-gather (the updated weights under
-	// ZeRO-1 and ZeRO-2).
+	// (ZeRO-2's gradients, a module's under ZeRO-3) or all-gather (the
+	// updated weights under ZeRO-1 and ZeRO-2, a module's weights before
+	// each pass under ZeRO-3).
 	Kind    string   `json:"kind" yaml:"kind"`
 	Stage   int      `json:"stage" yaml:"stage"`
 	Devices []string `json:"devices" yaml:"devices"`

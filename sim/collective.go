@@ -155,8 +155,10 @@ func ring(c *cluster.Cluster, devs []int) (bw, lat float64) {
 }
 
 // Collective is one collective of the simulated step: a bucket of
-// gradients all-reduced (DDP, ZeRO-1) or reduce-scattered (ZeRO-2), or a
-// bucket of updated parameters all-gathered (ZeRO-1 and 2).
+// gradients all-reduced (DDP, ZeRO-1) or reduce-scattered (ZeRO-2), a
+// bucket of updated parameters all-gathered (ZeRO-1 and 2), or under
+// ZeRO-3 a module's weights all-gathered for a pass or its gradients
+// reduce-scattered after one (fsdp.go).
 type Collective struct {
 	Kind CollectiveKind
 	// Stage is the stage whose replicas take part; Devices the devices

@@ -93,7 +93,8 @@ type Stage struct {
 	// every micro-batch, what Replicas[0][i] runs. All replicas have as
 	// many devices as the first.
 	Replicas [][]int
-	// Sharding is how the replicas keep optimizer state and gradients.
+	// Sharding is how the replicas keep optimizer state, gradients and,
+	// under ZeRO3, weights.
 	Sharding Sharding
 	// Tensor is the stage's tensor-parallel degree t; 0 and 1 mean none.
 	// With t > 1 every replica is one tensor-parallel group of exactly t

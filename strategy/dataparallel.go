@@ -34,7 +34,9 @@ type dataParallel struct {
 // state alone overflowing, which no count mends), and each at every ZeRO
 // level of the strategy (DDP, ZeRO-1, ZeRO-2: sharding optimizer state
 // and gradients saves memory and update time and costs an all-gather of
-// the updated weights): the judge keeps the fastest that fits.
+// the updated weights; ZeRO-3, within a host unless the user asks for it
+// (replicaLevels): weights sharded too, gathered per module and pass):
+// the judge keeps the fastest that fits.
 func (dp dataParallel) Propose(_ context.Context, p *Problem) ([]Proposal, error) {
 	if err := pinned(p, "dp"); err != nil {
 		return nil, err

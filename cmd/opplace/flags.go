@@ -191,7 +191,7 @@ func (f *spaceFlags) registerSpace(cmd *cobra.Command) {
 	fl.StringVar(&f.objective, "objective", "throughput", "pipeline strategies: minimise the slowest stage (throughput) or the time through all stages (latency)")
 	fl.StringVar(&f.schedule, "schedule", "1f1b", "pipeline strategies: 1f1b (PipeDream-Flush) or gpipe")
 	fl.BoolVar(&f.opCuts, "op-cuts", false, "pipeline strategies: let stages cut between any two ops, inside modules (by default they cut between the modules op names carry, unless that makes the slowest stage, or the step under --objective latency, over 10% worse)")
-	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, hybrids, pipelines): optimizer-state, gradient and weight sharding none, zero1, zero2, zero3 (FSDP FULL_SHARD), or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
+	fl.StringVar(&f.zero, "zero", "auto", "replicated stages (dp, tensor, hybrids, pipelines): optimizer-state, gradient and weight sharding none, zero1, zero2, zero3 (FSDP FULL_SHARD), or auto (each strategy offers its ZeRO variants and the judge keeps the fastest that fits)")
 	fl.StringVar(&f.recompute, "recompute", "auto", "activation recomputation in replicated and pipelined plans (dp, hybrids, pipelines): none, all (every stage recomputes its modules' forward before their backward), or auto (a recomputing variant of every plan that does not fit; the judge keeps the fastest that fits)")
 	fl.StringVar(&f.tensor, "tensor-parallel", "auto", "the tensor strategy's group size: auto (2, 4, ... up to a device class), none (no tensor parallelism), or a number of devices")
 }
