@@ -80,7 +80,15 @@ type fsdpUnit struct {
 type fsdpGather struct {
 	unit int32
 	mb   int32
-	bwd  bool
+	pass int32 // 0 forward, 1 backward
+}
+
+// passOf is the pass an op of a unit belongs to: 0 forward, 1 backward.
+func passOf(o *graph.Op) int {
+	if o.Phase == graph.Backward {
+		return 1
+	}
+	return 0
 }
 
 // fullyShards reports whether device d's stage runs ZeRO3.
@@ -139,10 +147,7 @@ func newFSDP(s *state) *fsdp {
 	f.ops = make([][2][]graph.OpID, len(f.units))
 	for _, op := range order {
 		if u := f.opUnit[op]; u >= 0 {
-			ph := 0
-			if g.Ops[op].Phase == graph.Backward {
-				ph = 1
-			}
+			ph := passOf(&g.Ops[op])
 			f.ops[u][ph] = append(f.ops[u][ph], op)
 		}
 	}
@@ -152,6 +157,7 @@ func newFSDP(s *state) *fsdp {
 	f.entry = make([]int32, len(f.units)*M*2)
 	for i := range f.entry {
 		f.entry[i] = -1
+		f.left[i] = int32(len(f.ops[i/(2*M)][i%2]))
 	}
 	// What each unit gathers per pass, and its gradients.
 	seen := make([]int32, len(g.Tensors))
@@ -164,13 +170,7 @@ func newFSDP(s *state) *fsdp {
 			continue
 		}
 		un := &f.units[u]
-		ph := 0
-		if g.Ops[op].Phase == graph.Backward {
-			ph = 1
-		}
-		for mb := 0; mb < M; mb++ {
-			f.left[(int(u)*M+mb)*2+ph]++
-		}
+		ph := passOf(&g.Ops[op])
 		gph := ph
 		if un.root {
 			gph = 0 // gathered once for both passes, as FSDP's root
@@ -229,7 +229,7 @@ func newFSDP(s *state) *fsdp {
 					continue
 				}
 				f.entry[(int(u)*M+p.MicroBatch)*2+ph] = int32(len(f.gathers[d]))
-				f.gathers[d] = append(f.gathers[d], fsdpGather{unit: u, mb: int32(p.MicroBatch), bwd: p.Backward})
+				f.gathers[d] = append(f.gathers[d], fsdpGather{unit: u, mb: int32(p.MicroBatch), pass: int32(ph)})
 			}
 			if p.Backward {
 				for _, u := range us {
@@ -253,14 +253,7 @@ func newFSDP(s *state) *fsdp {
 // waits reports whether run mb of op waits for its unit's gather.
 func (f *fsdp) waits(g *graph.Graph, op graph.OpID, mb, M int) bool {
 	u := f.opUnit[op]
-	if u < 0 {
-		return false
-	}
-	ph := 0
-	if g.Ops[op].Phase == graph.Backward {
-		ph = 1
-	}
-	return f.entry[(int(u)*M+mb)*2+ph] >= 0
+	return u >= 0 && f.entry[(int(u)*M+mb)*2+passOf(&g.Ops[op])] >= 0
 }
 
 // start launches every device's first gathers.
@@ -296,10 +289,7 @@ func (f *fsdp) launchGather(s *state, d int, now float64, force bool) {
 	}
 	e := f.gathers[d][i]
 	un := &f.units[e.unit]
-	ph := 0
-	if e.bwd {
-		ph = 1
-	}
+	ph := e.pass
 	start, end := s.occupy(s.bucketChannels(d, un.devices), now, collectiveTime(s.c, AllGather, un.devices, un.gather[ph], s.groupOnHost(d)))
 	s.alloc(start, d, un.extra[ph])
 	f.gathering[d] = true
@@ -313,11 +303,7 @@ func (f *fsdp) launchGather(s *state, d int, now float64, force bool) {
 func (f *fsdp) gatheredAt(s *state, d int, i int32, now float64) {
 	e := f.gathers[d][i]
 	f.gathering[d] = false
-	ph := 0
-	if e.bwd {
-		ph = 1
-	}
-	for _, op := range f.ops[e.unit][ph] {
+	for _, op := range f.ops[e.unit][e.pass] {
 		s.satisfy(s.taskBase[op] + e.mb)
 	}
 	f.launchGather(s, d, now, false)
@@ -334,10 +320,7 @@ func (f *fsdp) gatheredAt(s *state, d int, i int32, now float64) {
 func (f *fsdp) runStart(s *state, op graph.OpID, mb, d int, now float64) float64 {
 	u := f.opUnit[op]
 	un := &f.units[u]
-	ph := 0
-	if s.g.Ops[op].Phase == graph.Backward {
-		ph = 1
-	}
+	ph := passOf(&s.g.Ops[op])
 	i := (int(u)*s.M+mb)*2 + ph
 	if f.started[i] {
 		return 0
@@ -362,10 +345,7 @@ func (f *fsdp) runStart(s *state, op graph.OpID, mb, d int, now float64) float64
 // backward pass, the unit's gradients reduce-scattered.
 func (f *fsdp) runDone(s *state, op graph.OpID, mb int, now float64) {
 	u := f.opUnit[op]
-	ph := 0
-	if s.g.Ops[op].Phase == graph.Backward {
-		ph = 1
-	}
+	ph := passOf(&s.g.Ops[op])
 	i := (int(u)*s.M+mb)*2 + ph
 	f.left[i]--
 	if f.left[i] > 0 {

@@ -7,7 +7,6 @@ import (
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/graph/graphtest"
 	"github.com/opplace/opplace/sim"
-	"github.com/opplace/opplace/train"
 )
 
 // TestZeRO3Collectives: a fully sharded replica gathers the weight before
@@ -65,14 +64,7 @@ func moduleChain(t *testing.T, n int, psi int64) *graph.Graph {
 		prev = name
 	}
 	b.Output(prev)
-	for i := range b.G.Tensors {
-		b.G.Tensors[i].DType = graph.Float32
-	}
-	g, _, err := train.Build(b.G, train.Options{Optimizer: train.Adam})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return adamStep(t, b)
 }
 
 // TestZeRO3Memory checks a fully sharded replica's memory: it keeps 1/r

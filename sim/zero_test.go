@@ -21,6 +21,12 @@ func zeroChain(t *testing.T, psi int64) *graph.Graph {
 		Op("a", 1000, 1, "x", "w1").Op("r1", 1e9, 1, "a").
 		Op("b", 1000, 1, "r1", "w2").Op("r2", 1e9, 1, "b").
 		Op("c", 1000, 1, "r2", "w3").Output("c")
+	return adamStep(t, b)
+}
+
+// adamStep is b's graph, every tensor float32, as an Adam training step.
+func adamStep(t *testing.T, b *graphtest.Builder) *graph.Graph {
+	t.Helper()
 	for i := range b.G.Tensors {
 		b.G.Tensors[i].DType = graph.Float32
 	}

@@ -16,13 +16,7 @@ import (
 // 2 × A100-40GB its parameters and optimizer state alone (86 GiB)
 // overflow the cluster, and auto exits 3 with the proof.
 func TestLLMFeasibility(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans a 7.5B GPT")
-	}
-	model := filepath.Join("../../../shared/models/llm", "megatron_7.5b.onnx")
-	if _, err := os.Stat(model); err != nil {
-		t.Skipf("shared model absent: %v", err)
-	}
+	model := sharedLLM(t, "megatron_7.5b")
 	two := filepath.Join(t.TempDir(), "2xA100-40GB.yaml")
 	doc := "name: 2xA100-40GB\nhosts:\n  - {name: node0}\ndevices:\n  - {name: \"gpu{i}\", count: 2, type: A100-40GB, host: node0}\nlinks:\n  - {between: [gpu0, gpu1], preset: nvswitch-a100}\n"
 	if err := os.WriteFile(two, []byte(doc), 0o644); err != nil {
@@ -57,13 +51,7 @@ func TestLLMFeasibility(t *testing.T) {
 // optimizer state, and gathers one transformer block's weights at a
 // time.
 func TestZeRO3FitsLLM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plans a 7.5B GPT")
-	}
-	model := filepath.Join("../../../shared/models/llm", "megatron_7.5b.onnx")
-	if _, err := os.Stat(model); err != nil {
-		t.Skipf("shared model absent: %v", err)
-	}
+	model := sharedLLM(t, "megatron_7.5b")
 	code, stdout, stderr := invoke(t, "plan", model, "--dim", "batch=128", "--precision", "amp-bf16",
 		"--cluster", filepath.Join(clusterDir, "8xA100-40GB.yaml"), "--strategy", "dp", "--zero", "zero3", "-o", "json")
 	if code != 0 {
@@ -106,4 +94,19 @@ func TestZeRO3FitsLLM(t *testing.T) {
 	if kinds["all-gather"] == 0 || kinds["reduce-scatter"] == 0 || kinds["all-reduce"] != 0 {
 		t.Errorf("collectives %v: want the blocks' all-gathers and reduce-scatters only", kinds)
 	}
+}
+
+// sharedLLM is the path of the shared decoder LLM name
+// (../shared/models/llm), skipping the test in short mode, where a plan of
+// it is too slow, and when the file is absent.
+func sharedLLM(t *testing.T, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("plans %s", name)
+	}
+	model := filepath.Join("../../../shared/models/llm", name+".onnx")
+	if _, err := os.Stat(model); err != nil {
+		t.Skipf("shared model absent: %v", err)
+	}
+	return model
 }
