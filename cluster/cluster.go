@@ -100,6 +100,20 @@ type Link struct {
 	Bandwidth float64
 	// Latency is in seconds.
 	Latency float64
+	// CollectiveEfficiency is the fraction of Bandwidth NCCL's ring
+	// collectives reach on the link (its bus bandwidth over line rate);
+	// 0 takes the kind's default (DefaultCollectiveEfficiency).
+	CollectiveEfficiency float64
+}
+
+// BusBandwidth is the bandwidth a collective's ring reaches over the
+// link: Bandwidth × its collective efficiency.
+func (l Link) BusBandwidth() float64 {
+	e := l.CollectiveEfficiency
+	if !(e > 0) {
+		e = DefaultCollectiveEfficiency(l.Kind)
+	}
+	return l.Bandwidth * e
 }
 
 // Time is how long moving the given number of bytes over the link takes.

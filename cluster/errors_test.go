@@ -37,6 +37,12 @@ var errorCases = []struct {
 	{"empty value", "devices:\n  - name: g\n    type: T4\n    memory:\n", 4, "devices[0].memory", []string{"has no value"}},
 	{"merge key", "x: &x {type: T4}\ndevices:\n  - {<<: *x, name: g}\n", 1, "", []string{`unknown field "x"`}},
 
+	// NCCL's share of a link.
+	{"collective efficiency above 1", "devices: [{name: a, type: T4}, {name: b, type: T4}]\nlinks:\n  - {between: [a, b], bandwidth: 10GB/s, latency: 1us, collective_efficiency: 1.5}\n", 3, "links[0].collective_efficiency",
+		[]string{"must be at most 1", "found 1.5"}},
+	{"collective efficiency zero", "devices: [{name: a, type: T4}, {name: b, type: T4}]\nlinks:\n  - {between: [a, b], bandwidth: 10GB/s, latency: 1us, collective_efficiency: 0}\n", 3, "links[0].collective_efficiency",
+		[]string{"must be positive"}},
+
 	// The achievable-speed model.
 	{"efficiency above 1", "device_types:\n  - name: T4\n    efficiency: {memory: 1.2}\ndevices: [{name: g, type: T4}]\n", 3, "device_types[0].efficiency.memory",
 		[]string{"must be at most 1", "found 1.2"}},

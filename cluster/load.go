@@ -47,7 +47,7 @@ var (
 	effKeys    = []string{"compute", "tensor", "tensor_conv", "matmul_half", "memory", "clock"}
 	hostKeys   = []string{"name", "intra"}
 	deviceKeys = []string{"name", "type", "host", "memory", "count"}
-	linkKeys   = []string{"preset", "kind", "bandwidth", "latency"}
+	linkKeys   = []string{"preset", "kind", "bandwidth", "latency", "collective_efficiency"}
 	linksKeys  = append([]string{"between"}, linkKeys...)
 )
 
@@ -686,6 +686,14 @@ func (b *builder) link(m *mapping, base *Link, kind string) (Link, error) {
 		l.Latency = v
 	} else if !have {
 		return Link{}, b.ErrAt(m.Node, m.Path, "missing required field %q (like 5us; 0 if negligible)", "latency")
+	}
+	if v, ok, err := b.quantity(m, "collective_efficiency", parseFraction, 0, true, math.Inf(1), ""); err != nil {
+		return Link{}, err
+	} else if ok {
+		if v > 1 {
+			return Link{}, b.ErrAt(m.Get("collective_efficiency"), m.Field("collective_efficiency"), "must be at most 1 (the fraction of the link's bandwidth NCCL's collectives reach), found %s", m.Get("collective_efficiency").Value)
+		}
+		l.CollectiveEfficiency = v
 	}
 	return l, nil
 }

@@ -268,7 +268,7 @@ func TestFormatExamples(t *testing.T) {
 			// The full example: spot-check what the comments promise.
 			if c.Name != "lab" || len(c.Devices) != 5 || c.Devices[4].Name != "n1gpu3" ||
 				c.Devices[0].Memory != 15<<30 || c.Path(0, 1) != (Link{Kind: "network", Bandwidth: 25e9, Latency: 5e-6}) ||
-				c.Path(1, 2) != (Link{Kind: "nvlink", Bandwidth: 100e9, Latency: 2e-6}) {
+				c.Path(1, 2) != (Link{Kind: "nvlink", Bandwidth: 100e9, Latency: 2e-6, CollectiveEfficiency: 0.8}) {
 				t.Errorf("full example parsed as %+v", c)
 			}
 		}

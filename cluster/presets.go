@@ -274,6 +274,35 @@ var linkPresets = map[string]Link{
 	"ib-ndr": {Kind: "network", Bandwidth: 400e9 / 8, Latency: 5e-6},
 }
 
+// DefaultCollectiveEfficiency is the fraction of a link's line rate
+// NCCL's ring collectives reach on a link of this kind (bus bandwidth, as
+// nccl-tests reports it, over line rate), where the cluster file gives
+// none:
+//
+//   - nvlink 0.8: NCCL's maintainer on H100's NVLink, "450GB/s is the
+//     line rate. With the protocol overhead (~20%) NCCL can get an
+//     effective NVLink bandwidth of 370GB/s" (busBw of a ring),
+//     https://github.com/NVIDIA/nccl-tests/issues/212. Users of 8 A100s
+//     report ring all-reduce busbw of 200-208 GB/s of 300 (0.67-0.69,
+//     nccl-tests issues 149 and 178), so 0.8 is the optimistic end.
+//   - network 0.85: 3 hosts of 8 A100s, 4 HDR InfiniBand cards each
+//     (100 GB/s per host's 8 GPUs), all_reduce_perf up to 128 MB: 84.8
+//     GB/s busbw on average, 96 at the peak,
+//     https://github.com/NVIDIA/nccl-tests/issues/119.
+//   - pcie 0.8: no measurement found; the protocol overhead the NVLink
+//     figure states, assumed.
+//
+// Any other kind: 1, the line rate.
+func DefaultCollectiveEfficiency(kind string) float64 {
+	switch kind {
+	case "nvlink", "pcie":
+		return 0.8
+	case "network":
+		return 0.85
+	}
+	return 1
+}
+
 // defaultIntra is the intra-host link of a host that names none: PCIe
 // 3.0 x16, the slowest common case, so an unconfigured cluster does not
 // look faster than it is.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -113,5 +114,31 @@ func TestLinkPresets(t *testing.T) {
 	}
 	if _, ok := LinkPreset("nvlink"); ok {
 		t.Error("LinkPreset(nvlink) found")
+	}
+}
+
+// TestBusBandwidth: a link's collectives run at its line rate times its
+// kind's default share, or the share the file gives.
+func TestBusBandwidth(t *testing.T) {
+	for _, tc := range []struct {
+		l    Link
+		want float64
+	}{
+		{Link{Kind: "nvlink", Bandwidth: 300e9}, 240e9},
+		{Link{Kind: "pcie", Bandwidth: 32e9}, 25.6e9},
+		{Link{Kind: "network", Bandwidth: 25e9}, 21.25e9},
+		{Link{Kind: "custom", Bandwidth: 10e9}, 10e9},
+		{Link{Kind: "nvlink", Bandwidth: 300e9, CollectiveEfficiency: 0.5}, 150e9},
+	} {
+		if got := tc.l.BusBandwidth(); math.Abs(got-tc.want) > 1 {
+			t.Errorf("%+v: bus bandwidth %v, want %v", tc.l, got, tc.want)
+		}
+	}
+	c, err := Parse([]byte("devices: [{name: a, type: T4}, {name: b, type: T4}]\nlinks:\n  - {between: [a, b], kind: nvlink, bandwidth: 100GB/s, latency: 1us, collective_efficiency: 70%}\n"), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Path(0, 1); l.CollectiveEfficiency != 0.7 || math.Abs(l.BusBandwidth()-70e9) > 1 {
+		t.Errorf("link %+v: bus bandwidth %v, want 70e9", l, l.BusBandwidth())
 	}
 }

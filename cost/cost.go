@@ -51,6 +51,12 @@ type Table struct {
 	typeOf []int
 	// time is op-major: time[op*len(types)+t].
 	time []float64
+	// shape is op-major as time is, when the model is a Shaper (else
+	// nil): Compute, Ramp and Memory of Shape, as float32 to halve the
+	// table of a million-op graph.
+	shape [][3]float32
+	// fixed is per op Shape.Fixed, when shape is set.
+	fixed []float32
 	// outBytes and tempBytes are per op; resident lists each op's
 	// parameter and constant inputs.
 	outBytes  []int64
@@ -84,10 +90,26 @@ func NewTable(g *graph.Graph, c *cluster.Cluster, model Model) *Table {
 	t.time = make([]float64, n*nt)
 	t.outBytes = make([]int64, n)
 	t.tempBytes = make([]int64, n)
+	shaper, _ := model.(Shaper)
+	if shaper != nil {
+		t.shape = make([][3]float32, n*nt)
+		t.fixed = make([]float32, n)
+		fixedT := FixedTensors(g)
+		fixed := func(id graph.TensorID) bool { return fixedT[id] }
+		for i := range g.Ops {
+			if total, f := MovedBytes(g, graph.OpID(i), fixed); total > 0 {
+				t.fixed[i] = float32(float64(f) / float64(total))
+			}
+		}
+	}
 	for i := range g.Ops {
 		op := graph.OpID(i)
 		for k, dt := range t.types {
 			t.time[i*nt+k] = model.OpTime(g, op, dt)
+			if shaper != nil {
+				s := shaper.Shape(g, op, dt)
+				t.shape[i*nt+k] = [3]float32{float32(s.Compute), float32(s.Ramp), float32(s.Memory)}
+			}
 		}
 		for _, o := range g.Ops[i].Outputs {
 			t.outBytes[i] += g.Tensors[o].Bytes()

@@ -76,13 +76,20 @@ func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) 
 // the flat r.ComputeEfficiency when set, else the device type's
 // achievable-speed model (see Roofline).
 func (r Roofline) ComputeEfficiencyOf(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
+	ce, half := r.efficiency(g, id, dt)
+	return ce * Ramp(float64(g.Ops[id].Work.FLOPs), half)
+}
+
+// efficiency is op's compute efficiency on dt before the size ramp, and
+// the ramp's half-efficiency FLOPs (0: no ramp).
+func (r Roofline) efficiency(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) (ce, half float64) {
 	if r.ComputeEfficiency > 0 {
-		return r.ComputeEfficiency
+		return r.ComputeEfficiency, 0
 	}
 	e := dt.Efficiency
 	op := &g.Ops[id]
 	matmul := graph.Autocast(op.Type) == graph.AutocastHalf
-	ce := e.Compute
+	ce = e.Compute
 	if matmul && r.onTensorCores(g, op, dt) {
 		if e.Tensor > 0 {
 			ce = e.Tensor
@@ -97,10 +104,10 @@ func (r Roofline) ComputeEfficiencyOf(g *graph.Graph, id graph.OpID, dt *cluster
 	if e.Clock > 0 {
 		ce *= e.Clock
 	}
-	if e.MatmulHalf > 0 && matmul {
-		ce *= Ramp(float64(op.Work.FLOPs), e.MatmulHalf)
+	if matmul {
+		half = e.MatmulHalf
 	}
-	return ce
+	return ce, half
 }
 
 // Ramp is the fraction of its achievable efficiency a matmul or
@@ -161,6 +168,24 @@ func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceTy
 	return float64(BytesMoved(g, id)) / (dt.MemoryBandwidth * r.MemoryEfficiencyOf(dt))
 }
 
+// Shape implements Shaper: the roofline's compute time, less the ramp's
+// share of it, is the op's FLOPs at the efficiency of a large kernel;
+// the ramp's is MatmulHalf FLOPs at it, whatever the op's size.
+func (r Roofline) Shape(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) Shape {
+	op := &g.Ops[id]
+	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
+		return Shape{}
+	}
+	var s Shape
+	if f := op.Work.FLOPs; f > 0 {
+		ce, half := r.efficiency(g, id, dt)
+		rate := r.Peak(g, id, dt) * ce
+		s.Compute, s.Ramp = float64(f)/rate, half/rate
+	}
+	s.Memory = r.MemoryTime(g, id, dt)
+	return s
+}
+
 // BytesMoved is the memory traffic of one op: inputs read and outputs
 // written, once each. Ops that select from their first input (Gather
 // rows of an embedding table, a Slice's window) read only what they
@@ -168,20 +193,37 @@ func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceTy
 // 94 MB table for a 0.4 MB embedding lookup made the lookup look 200x
 // faster than the bandwidth allows, which a calibration then fitted.
 func BytesMoved(g *graph.Graph, id graph.OpID) int64 {
+	b, _ := MovedBytes(g, id, nil)
+	return b
+}
+
+// MovedBytes is BytesMoved, and of it the bytes of the tensors fixed
+// reports (nil: none). A selecting op's first input counts as what the op
+// selects of it, never as fixed: a run on a share of the batch selects
+// its share.
+func MovedBytes(g *graph.Graph, id graph.OpID, fixed func(graph.TensorID) bool) (total, fixedBytes int64) {
 	op := &g.Ops[id]
 	var out int64
 	for _, t := range op.Outputs {
-		out += g.Tensors[t].Bytes()
+		n := g.Tensors[t].Bytes()
+		out += n
+		if fixed != nil && fixed(t) {
+			fixedBytes += n
+		}
 	}
-	b := out
+	total = out
 	for i, t := range op.Inputs {
 		in := g.Tensors[t].Bytes()
 		if i == 0 && readsSelection(op.Type) {
-			in = min(in, out)
+			total += min(in, out)
+			continue
 		}
-		b += in
+		total += in
+		if fixed != nil && fixed(t) {
+			fixedBytes += in
+		}
 	}
-	return b
+	return total, fixedBytes
 }
 
 // readsSelection reports whether an op of this type reads only the part

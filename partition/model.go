@@ -22,10 +22,13 @@ import (
 //	time     = forward + backward + (allreduce + update)/M
 //
 // F and B are the stage's forward and backward op times for the whole
-// batch on c (the cost table's times), Lf and Lb their launch overheads,
-// which every micro-batch pays again: compute of a micro-batch is the
-// full-batch time divided by M plus that fixed overhead, so splitting
-// finer is not free. Each replica takes 1/r of every micro-batch.
+// batch on c (the cost table's times), Lf and Lb the part of them no
+// share of the batch goes below, which every micro-batch pays again: each
+// op's launch and its cost.Shape floor (a small GEMM's under-use, weights
+// read whole). Compute of a micro-batch is the full-batch time divided by
+// M plus that fixed part, so splitting finer is not free; the simulator's
+// time of a run (convex in its share) is never above this line. Each
+// replica takes 1/r of every micro-batch.
 // send(b) = latency + b/(M·bandwidth): the whole activation crossing a
 // boundary is counted once per boundary it crosses (an activation skipping
 // stages is relayed through each) over one link, not split over replicas,
@@ -124,6 +127,10 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []stri
 	m.temp = make([]int64, u.n)
 	m.grads = make([]int64, u.n)
 	rc := opts.Recompute && u.training
+	// The share of an op's work a run does at which its cost line meets
+	// the simulator's (cost.Shape.FixedAt): a stage's micro-batch when the
+	// cluster's devices each run one stage of as many micro-batches.
+	at := 1 / 4.0
 	isOutput := map[graph.TensorID]bool{}
 	saved := map[string]int64{} // per module: saved outputs recomputed
 	if rc {
@@ -151,6 +158,7 @@ func newModel(t *cost.Table, u *units, opts Options, apart [][]int8, keys []stri
 				var launch float64
 				if tm > 0 {
 					launch = min(m.classes[k].typ.LaunchOverhead, tm)
+					launch += (tm - launch) * t.Shape(op, dev).FixedAt(at)
 				}
 				switch o.Phase {
 				case graph.Forward:
@@ -355,6 +363,44 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 	sc.stashPer = s.stash + cutIn
 	sc.recomputed = m.recomputed
 	return sc
+}
+
+// runAtShape replaces sc's compute, the search's line (see model), with
+// the simulator's time of each op of the units at the share of the batch
+// a run does on class k with rm replicas × micro-batches (cost.Shape):
+// what the plan reports and compares micro-batch counts by.
+func (m *model) runAtShape(sc *stageCost, u *units, units []int32, k, rm int) {
+	t := m.t
+	g := t.Graph
+	dev := m.classes[k].devices[0]
+	share := 1 / float64(rm)
+	rc := m.opts.Recompute && m.training
+	var fwd, bwd float64
+	for _, v := range units {
+		for _, op := range u.ops[v] {
+			tm := t.OpTime(op, dev)
+			if !(tm > 0) {
+				continue
+			}
+			launch := min(m.classes[k].typ.LaunchOverhead, tm)
+			run := (tm-launch)*t.Shape(op, dev).Run(share, 1) + launch
+			switch g.Ops[op].Phase {
+			case graph.Forward:
+				fwd += run
+				if rc {
+					bwd += run
+				}
+			case graph.Backward:
+				bwd += run
+			}
+		}
+	}
+	sc.compute += fwd + bwd - (sc.fwd - sc.fwdSend) - (sc.bwd - sc.bwdSend)
+	sc.fwd = fwd + sc.fwdSend
+	if m.training {
+		sc.bwd = bwd + sc.bwdSend
+	}
+	sc.time = sc.fwd + sc.bwd + sc.sync
 }
 
 // alive is how many micro-batches of activations a stage holds when it

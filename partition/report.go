@@ -118,6 +118,7 @@ func (s *solution) passes() (passTimes, []stageCost) {
 	for i, x := range s.stages {
 		l.sums(sm, x.from, x.to)
 		sc := m.stage(sm, x.class, l.cut[x.from], l.cut[x.to], x.r, x.pos, s.M)
+		m.runAtShape(&sc, l.u, l.stageUnits(x.from, x.to), x.class, x.r*s.M)
 		costs[i] = sc
 		pt.fwd[i], pt.bwd[i] = sc.fwd-sc.fwdSend, sc.bwd-sc.bwdSend
 		pt.fwdSend[i], pt.bwdSend[i], pt.perStep[i] = sc.fwdSend, sc.bwdSend, sc.perStep

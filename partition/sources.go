@@ -76,7 +76,7 @@ func pureSources(u *units, m *model) []bool {
 		ok := true
 		for k := 0; k < nc && ok; k++ {
 			i := v*nc + k
-			ok = m.fwd[i]+m.bwd[i] <= dust && m.fwdL[i] == 0 && m.bwdL[i] == 0 && m.banned[i] == 0
+			ok = m.fwd[i]+m.bwd[i] <= dust && m.banned[i] == 0
 		}
 		for x := 0; x < na && ok; x++ {
 			ok = m.apart[v*na+x] == 0

@@ -21,8 +21,12 @@ var estimateClusters = []string{"4xV100", "4xSynth", "4xSynth-tight", "8xA100-2h
 
 // estimateBound is the most the partitioners' predicted step may be off
 // the simulator's for the same split (see TestPartitionEstimate): set
-// from the measured worst with a margin.
-const estimateBound = 0.25
+// from the measured worst with a margin. It was 0.25 before runs were
+// priced at the shapes they run (cost.Shape); since, GNMT on 8 synthetic
+// devices at 2 micro-batches is 28-31% over the simulator: its stage
+// compute is the simulator's op for op (model.runAtShape), so the rest
+// is the partitioners' schedule of few micro-batches over 8 stages.
+const estimateBound = 0.35
 
 // TestPartitionEstimate runs every partitioner on every shared model's
 // training step (the batch of sharedModels) on every bundled cluster, as

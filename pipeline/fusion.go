@@ -191,6 +191,23 @@ func (m fusedCosts) CheckCluster(g *graph.Graph, c *cluster.Cluster) error {
 	return checkCluster(m.fine, g, c)
 }
 
+// Shape implements cost.Shaper when the fine model does: a fused
+// kernel's shape is the roofline's of the kernel, as its time is when the
+// fine model is the roofline; an op fusion left alone keeps the fine
+// model's.
+func (m fusedCosts) Shape(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) cost.Shape {
+	sh, ok := m.fine.(cost.Shaper)
+	switch {
+	case !ok:
+		return cost.Shape{}
+	case g != m.c.Graph:
+		return sh.Shape(g, op, dt)
+	case len(m.c.Members[op]) == 1:
+		return sh.Shape(m.c.Fine, m.c.Members[op][0], dt)
+	}
+	return m.roof.Shape(g, op, dt)
+}
+
 func (m fusedCosts) OpTime(g *graph.Graph, op graph.OpID, dt *cluster.DeviceType) float64 {
 	if g != m.c.Graph {
 		return m.fine.OpTime(g, op, dt)

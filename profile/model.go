@@ -86,6 +86,16 @@ func (m *Model) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) fl
 	return t
 }
 
+// Shape implements cost.Shaper when the base model does: a measured or
+// calibrated time scales with a run's share of the op's work as the base
+// model's roofline does (cost.Shape), measured at the op's whole shape.
+func (m *Model) Shape(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) cost.Shape {
+	if sh, ok := m.Base.(cost.Shaper); ok {
+		return sh.Shape(g, id, dt)
+	}
+	return cost.Shape{}
+}
+
 // Entry is the profile's entry for cluster device type dt: the one of its
 // name measured at dt.Threads; when dt.Threads is 0 (not stated), or no
 // entry has it, the entry of the nearest thread count, ties to the first

@@ -11,7 +11,8 @@ import (
 // takes on the cluster's links, as NCCL-style collectives run it:
 //
 //   - devices of one host: a ring, 2(r-1)/r · bytes over the slowest link
-//     of the ring, plus 2(r-1) link latencies;
+//     of the ring at its bus bandwidth (cluster.Link.BusBandwidth), plus
+//     2(r-1) link latencies;
 //   - devices on h > 1 hosts, at most g per host: hierarchical, a ring
 //     reduce-scatter and all-gather inside each host, 2(g-1)/g · bytes on
 //     the slowest intra-host link, and between them an all-reduce of the
@@ -141,13 +142,14 @@ func ringPhaseTime(c *cluster.Cluster, devs []int, bytes int64, streams int) flo
 	return t + (h-1)/h*b*float64(max(streams, 1))/bw + (h-1)*lat
 }
 
-// ring is the slowest bandwidth and the largest latency of the links of
-// a ring through devs in the order given.
+// ring is the slowest bus bandwidth (cluster.Link.BusBandwidth: the
+// line rate less NCCL's protocol overhead) and the largest latency of the
+// links of a ring through devs in the order given.
 func ring(c *cluster.Cluster, devs []int) (bw, lat float64) {
 	for i, d := range devs {
 		l := c.Path(d, devs[(i+1)%len(devs)])
-		if bw == 0 || l.Bandwidth < bw {
-			bw = l.Bandwidth
+		if b := l.BusBandwidth(); bw == 0 || b < bw {
+			bw = b
 		}
 		lat = max(lat, l.Latency)
 	}

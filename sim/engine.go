@@ -238,29 +238,33 @@ func (s *state) computeTime(op graph.OpID, d int) float64 {
 
 // runTime is how long one run of op takes on device d, of tensor-parallel
 // degree tp under split, in stage (nil: none) at M micro-batches: the
-// op's time for the whole batch under the split, shared by the runs that
-// split its work (a run per micro-batch of each replica; a ZeRO update by
-// the replicas), each paying the launch again. Run times every run so,
-// and ComputeBound sums them.
+// share of the op's work the run does (a micro-batch of one replica, a
+// tensor member's shard, a ZeRO replica's part of an update) priced at
+// the shape the run really has (cost.Shape: a small GEMM's under-use and
+// the weights a replica reads whole do not shrink with its share), each
+// run paying the launch again. Run times every run so, and ComputeBound
+// sums them.
 func runTime(f *facts, t *cost.Table, split *TensorSplit, op graph.OpID, d, tp int, stage *Stage, M int) float64 {
-	launch := t.Cluster.Devices[d].Type.LaunchOverhead
-	full := split.OpTime(op, t.OpTime(op, d), launch, tp)
-	k := 1
+	full := t.OpTime(op, d)
+	share := split.Share(op, tp)
+	weights := share
 	switch {
 	case f.perMB[op]:
 		if stage != nil {
-			k = len(stage.Replicas) * M
+			share /= float64(len(stage.Replicas) * M)
 		}
 	case t.Graph.Ops[op].Phase == graph.Update:
 		if z, r := stageSharding(stage, f.training); z >= ZeRO1 {
-			k = r // this replica's 1/r of the update
+			// This replica's 1/r of the update: of its weights too.
+			share /= float64(r)
+			weights /= float64(r)
 		}
 	}
-	if k == 1 || full <= 0 {
+	if share == 1 || full <= 0 {
 		return full
 	}
-	launch = min(launch, full)
-	return (full-launch)/float64(k) + launch
+	launch := min(t.Cluster.Devices[d].Type.LaunchOverhead, full)
+	return (full-launch)*t.Shape(op, d).Run(share, weights) + launch
 }
 
 // push queues event e after the events of its time queued before.

@@ -30,8 +30,8 @@ func ExampleRun() {
 	fmt.Printf("Gavel: T4, ('ResNet-50', 2): %.2f steps/s\n", g["T4"]["('ResNet-50', 2)"]["null"])
 	// Output:
 	// V100-16GB x1: 456 samples/s (14.26 steps/s) by pipeline, fits true
-	// V100-16GB x2: 877 samples/s (27.41 steps/s) by data-parallel, fits true
+	// V100-16GB x2: 838 samples/s (26.18 steps/s) by data-parallel, fits true
 	// T4 x1: 134 samples/s (4.19 steps/s) by pipeline, fits true
-	// T4 x2: 264 samples/s (8.24 steps/s) by data-parallel, fits true
-	// Gavel: T4, ('ResNet-50', 2): 8.24 steps/s
+	// T4 x2: 257 samples/s (8.04 steps/s) by data-parallel, fits true
+	// Gavel: T4, ('ResNet-50', 2): 8.04 steps/s
 }
