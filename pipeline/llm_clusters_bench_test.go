@@ -101,10 +101,11 @@ func BenchmarkLLMClusters(b *testing.B) {
 				cmd := exec.CommandContext(ctx, bin, "plan", filepath.Join(llmModels, row.model+".onnx"),
 					"--cluster", c, "--precision", "amp-bf16", "--dim", fmt.Sprintf("batch=%d", row.batch), "-q", "--out", out, "-o", "table")
 				table, err := cmd.Output()
+				timedOut := ctx.Err() == context.DeadlineExceeded // before cancel sets Err
 				cancel()
 				peak = max(peak, peakRSS(cmd.ProcessState))
 				cpu = max(cpu, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
-				if ctx.Err() != nil {
+				if timedOut {
 					b.Logf("no plan within %v", limit)
 					continue
 				}

@@ -67,7 +67,7 @@ func replicaLevels(levels []sim.Sharding, given bool, cl *cluster.Cluster, group
 }
 
 // crossHostZeRO3 is the note on a ZeRO-3 plan whose replicas span hosts.
-const crossHostZeRO3 = "ZeRO-3 across hosts: its all-gathers are predicted at the network's ring bandwidth, fully overlapped; the published ZeRO-3 runs at scale it was checked against ran 1.3-3.8x slower than predicted (docs/plan-space.md#zero-3): treat this step as optimistic"
+const crossHostZeRO3 = "ZeRO-3 across hosts: its all-gathers are predicted at the network's ring bandwidth, fully overlapped; the published ZeRO-3 runs at scale it was checked against ran 1.3-3.5x slower than predicted (docs/plan-space.md#zero-3): treat this step as optimistic"
 
 // zeroNotes are the notes of a plan whose replicas, on groups, shard at
 // level z.

@@ -87,10 +87,10 @@ func TestRecomputeGPT2XLPipeline(t *testing.T) {
 // plan of the space without recomputation: not data parallelism, ZeRO-2
 // included (25.42 GiB a replica; 14.23 GiB even recomputing; auto offers
 // ZeRO-3 within a host only, and four replicas do not fit), and no
-// pipeline split the partitioners find (with 12 GiB left, at 85%, one
-// fits at 10.11 GiB). Under auto the pipelines partition again
-// modelling recomputing stages, and auto keeps that pipeline (6 stages,
-// ZeRO-2 on the replicated ones, 1503.9 ms, 5.80 GiB), saying so.
+// pipeline split the partitioners find (nor at 85% since splits must give
+// each replica whole samples). Under auto the pipelines partition again
+// modelling recomputing stages, and auto keeps that pipeline (8 stages,
+// one device each, 1759.9 ms, 5.48 GiB: docs/plan-space.md), saying so.
 func TestRecomputePicksWhereNothingElseFits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("GPT-2 XL")
