@@ -29,7 +29,7 @@ type Shape struct {
 	// Memory is the op's memory traffic time (Roofline.MemoryTime).
 	Memory float64
 	// Fixed is the part of the op's memory traffic in tensors whose size
-	// does not follow the batch (FixedTensor); the Table fills it in.
+	// does not follow the batch (FixedTensors); the Table fills it in.
 	Fixed float64
 }
 
@@ -54,9 +54,9 @@ func (s Shape) Run(share, weights float64) float64 {
 	return part / whole
 }
 
-// Fixed is the fraction a of the op's time, less its launch, of the line
-// a + (1-a)·share through Run at shares 1 and at: the partitioners' linear
-// cost of a run. Run is convex in the share, so the line is above it
+// FixedAt is the fraction a of the op's time, less its launch, of the
+// line a + (1-a)·share through Run at shares 1 and at: the partitioners'
+// linear cost of a run. Run is convex in the share, so the line is above it
 // between at and 1 and below it under at; exact at both.
 func (s Shape) FixedAt(at float64) float64 {
 	if !(at > 0 && at < 1) {
