@@ -111,6 +111,19 @@ func FixedTensors(g *graph.Graph) []bool {
 	return fixed
 }
 
+// RunTime is how long a run of op on device dev takes that does share
+// of the op's work and moves weights of its fixed-size tensors (see
+// Shape.Run): its launch whole, the rest scaled by Run. share 1 (or an op
+// that takes no time) is the op's time.
+func (t *Table) RunTime(op graph.OpID, dev int, share, weights float64) float64 {
+	full := t.OpTime(op, dev)
+	if share == 1 || full <= 0 {
+		return full
+	}
+	launch := min(t.Cluster.Devices[dev].Type.LaunchOverhead, full)
+	return (full-launch)*t.Shape(op, dev).Run(share, weights) + launch
+}
+
 // Shape is op's shape on device dev (zero when the table's model gives
 // none, see Shaper).
 func (t *Table) Shape(op graph.OpID, dev int) Shape {

@@ -385,12 +385,10 @@ func (m *model) runAtShape(sc *stageCost, u *units, units []int32, k, rm int) {
 	var fwd, bwd float64
 	for _, v := range units {
 		for _, op := range u.ops[v] {
-			tm := t.OpTime(op, dev)
-			if !(tm > 0) {
+			run := t.RunTime(op, dev, share, 1)
+			if !(run > 0) {
 				continue
 			}
-			launch := min(m.classes[k].typ.LaunchOverhead, tm)
-			run := (tm-launch)*t.Shape(op, dev).Run(share, 1) + launch
 			switch g.Ops[op].Phase {
 			case graph.Forward:
 				fwd += run

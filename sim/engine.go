@@ -245,7 +245,6 @@ func (s *state) computeTime(op graph.OpID, d int) float64 {
 // run paying the launch again. Run times every run so, and ComputeBound
 // sums them.
 func runTime(f *facts, t *cost.Table, split *TensorSplit, op graph.OpID, d, tp int, stage *Stage, M int) float64 {
-	full := t.OpTime(op, d)
 	share := split.Share(op, tp)
 	weights := share
 	switch {
@@ -260,11 +259,7 @@ func runTime(f *facts, t *cost.Table, split *TensorSplit, op graph.OpID, d, tp i
 			weights /= float64(r)
 		}
 	}
-	if share == 1 || full <= 0 {
-		return full
-	}
-	launch := min(t.Cluster.Devices[d].Type.LaunchOverhead, full)
-	return (full-launch)*t.Shape(op, d).Run(share, weights) + launch
+	return t.RunTime(op, d, share, weights)
 }
 
 // push queues event e after the events of its time queued before.
