@@ -67,8 +67,13 @@ CPUACC_OUT ?= /tmp/cpuacc
 cpu-accuracy: setup build
 	OPPLACE_ONNXRUNTIME=$(ORT_LIB) $(GO) run ./internal/cpuaccuracy -opplace $(BIN) -out $(CPUACC_OUT) -repeat 6
 
+# staticcheck runs pinned, from the module proxy, with staticcheck.conf's
+# checks; go run leaves go.mod alone.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 lint:
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 

@@ -480,43 +480,6 @@ func (s *scanner) number() ([]byte, error) {
 	return text, nil
 }
 
-// skip consumes the next value whatever it is.
-func (s *scanner) skip() error {
-	k, err := s.value()
-	if err != nil {
-		return err
-	}
-	switch k {
-	case "string":
-		_, err = s.str()
-	case "number":
-		_, err = s.number()
-	case "bool", "null":
-		err = s.literal()
-	case "object", "array":
-		close := byte('}')
-		if k == "array" {
-			close = ']'
-		}
-		s.pos++
-		for first := true; ; first = false {
-			more, err := s.next(first, close)
-			if err != nil || !more {
-				return err
-			}
-			if close == '}' {
-				if _, err := s.key(); err != nil {
-					return err
-				}
-			}
-			if err := s.skip(); err != nil {
-				return err
-			}
-		}
-	}
-	return err
-}
-
 // finish checks that nothing but white space follows the document.
 func (s *scanner) finish() error {
 	if _, ok := s.peek(); ok {

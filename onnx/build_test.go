@@ -113,10 +113,6 @@ func aInts(name string, v ...int64) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
 }
 
-func aFloats(name string, v ...float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOATS.Enum(), Floats: v}
-}
-
 func aStr(name, v string) *onnxpb.AttributeProto {
 	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_STRING.Enum(), S: []byte(v)}
 }

@@ -324,7 +324,6 @@ type stageCost struct {
 	compute, comm, sync  float64 // per micro-batch: compute, sends, (allreduce+update)/M
 	fwdSend, bwdSend     float64 // per micro-batch: the forward's and the backward's sends
 	perStep              float64 // allreduce + update, once per step
-	memory               int64   // per device, before the alive factor is known: see mem
 	paramBytes, stashPer int64
 	// recomputed is model.recomputed: held once, not per micro-batch.
 	recomputed int64

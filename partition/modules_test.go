@@ -66,7 +66,7 @@ func TestModuleKeys(t *testing.T) {
 					parts := strings.Split(strings.TrimPrefix(n, "/"), "/")
 					switch {
 					case strings.HasPrefix(n, "/blocks/blocks."), strings.HasPrefix(n, "layer"):
-						k := strings.Join(parts[:len(parts)-1], "/")
+						var k string
 						if strings.HasPrefix(n, "/blocks/") {
 							k = "/" + strings.Join(parts[:2], "/")
 						} else {

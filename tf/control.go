@@ -574,10 +574,3 @@ func (c *converter) condBranches(scale []int64) {
 			len(dynamic), dynamic[0], what, k.IfBranch(importopt.IfThen+"|"+importopt.IfElse+"|"+importopt.IfMax)))
 	}
 }
-
-func boolIndex(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

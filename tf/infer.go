@@ -141,15 +141,6 @@ func (n *node) attrInt(name string, def int64) int64 {
 	return def
 }
 
-func (n *node) attrFloat(name string, def float64) float64 {
-	if a := n.attr(name); a != nil {
-		if _, ok := a.GetValue().(*attrpb.AttrValue_F); ok {
-			return float64(a.GetF())
-		}
-	}
-	return def
-}
-
 func (n *node) attrBool(name string) bool { return n.attr(name).GetB() }
 
 func (n *node) attrString(name, def string) string {

@@ -183,11 +183,6 @@ func broadcast(a, b []int64) ([]int64, error) {
 
 func fmtShape(s []int64) string { return (&value{shape: s, ranked: true}).String() }
 
-// intsValue is a known 1-D int32 tensor with the given contents.
-func intsValue(dt graph.DType, ints []int64) *value {
-	return &value{dtype: dt, shape: []int64{int64(len(ints))}, ranked: true, ints: shapes.Clone(ints)}
-}
-
 // compatible reports whether a fully known shape agrees with a partial
 // one wherever the partial one is known.
 func compatible(full []int64, v *value) bool {

@@ -33,10 +33,6 @@ type multiCase struct {
 // on more) and returns the predicted throughput in samples/s.
 func predictMulti(t *testing.T, c multiCase, n int) float64 {
 	t.Helper()
-	var devs []string
-	for i := range n {
-		devs = append(devs, fmt.Sprintf("g%d", i))
-	}
 	src := fmt.Sprintf("name: %s-%d\nhosts:\n  - {name: h, intra: {kind: nvlink, bandwidth: %gGB/s, latency: 2us}}\ndevices:\n  - {name: \"g{i}\", count: %d, type: %s, host: h}\n",
 		c.Name, n, c.LinkGBps, n, c.Device)
 	cl := filepath.Join(t.TempDir(), "c.yaml")

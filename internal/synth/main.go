@@ -64,7 +64,8 @@ func main() {
 		os.Exit(2)
 	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
-	if err := f.Encode(w); err == nil {
+	err = f.Encode(w)
+	if err == nil {
 		err = w.Flush()
 	}
 	if err != nil {
