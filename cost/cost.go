@@ -109,6 +109,9 @@ func NewTable(g *graph.Graph, c *cluster.Cluster, model Model) *Table {
 			if shaper != nil {
 				s := shaper.Shape(g, op, dt)
 				t.shape[i*nt+k] = [3]float32{float32(s.Compute), float32(s.Ramp), float32(s.Memory)}
+				if s.Fixed > 0 {
+					t.fixed[i] = float32(s.Fixed)
+				}
 			}
 		}
 		for _, o := range g.Ops[i].Outputs {

@@ -29,7 +29,9 @@ type Shape struct {
 	// Memory is the op's memory traffic time (Roofline.MemoryTime).
 	Memory float64
 	// Fixed is the part of the op's memory traffic in tensors whose size
-	// does not follow the batch (FixedTensors); the Table fills it in.
+	// does not follow the batch (FixedTensors). The Table fills it in from
+	// the graph, unless the model gives it (non-zero): a proxy model whose
+	// op stands for a share of another op's run moves another mix.
 	Fixed float64
 }
 

@@ -165,7 +165,7 @@ func (p *problem) assemble(sol *Solution) {
 		if sol.Choice[i] == "" {
 			sol.Choice[i] = "replicated"
 		}
-		sol.Estimate += p.m.OpTime(graph.OpID(i)) * p.share(ts.Split[i])
+		sol.Estimate += p.m.RunTime(graph.OpID(i), p.share(ts.Split[i]))
 	}
 }
 

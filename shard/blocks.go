@@ -150,7 +150,7 @@ func (p *problem) signature(ops []graph.OpID, k int) string {
 	}
 	for _, id := range ops {
 		op := &g.Ops[id]
-		fmt.Fprintf(&b, "|%s.%s f%d t%x", op.Domain, op.Type, op.Work.FLOPs, math.Float64bits(p.opTime(id)))
+		fmt.Fprintf(&b, "|%s.%s f%d t%x", op.Domain, op.Type, op.Work.FLOPs, math.Float64bits(p.opTime(id, 1)))
 		writeAttrs(&b, op.Attrs)
 		for _, x := range op.Inputs {
 			b.WriteString(" <")
@@ -166,7 +166,7 @@ func (p *problem) signature(ops []graph.OpID, k int) string {
 				u := p.update[x]
 				ut := 0.0
 				if u != graph.NoOp && tt.Consumers[0] == id {
-					ut = p.m.OpTime(u)
+					ut = p.m.RunTime(u, 1)
 				}
 				fmt.Fprintf(&b, "@param:%x", math.Float64bits(ut))
 			default:

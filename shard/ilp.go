@@ -169,7 +169,7 @@ func (p *problem) solveRegion(r region, limit time.Duration) ([]int, string, err
 	q.x = make([][]int, len(r.ops))
 	for i, op := range r.ops {
 		for si, st := range p.strats[op] {
-			obj := p.opTime(op)*p.share(st.split) + p.edgeConst(op, st)
+			obj := p.opTime(op, p.share(st.split)) + p.edgeConst(op, st)
 			q.x[i] = append(q.x[i], q.col(obj*scale+tieBreak*float64(si), true))
 		}
 		ones := make([]float64, len(q.x[i]))
@@ -331,7 +331,7 @@ func (p *problem) edgeConst(v graph.OpID, st strategy) float64 {
 				if lp.IsSplit() {
 					s = 1
 				}
-				cost += p.m.OpTime(u) * p.share(s)
+				cost += p.m.RunTime(u, p.share(s))
 			}
 		}
 		if p.hasGrad(x) {

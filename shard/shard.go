@@ -27,8 +27,11 @@ import (
 // Model prices what the search trades: the time of an op and of a
 // collective over the group.
 type Model interface {
-	// OpTime is the seconds op takes run whole on one member.
-	OpTime(op graph.OpID) float64
+	// RunTime is the seconds one member takes to run share of op's work
+	// (share 1: the op whole), priced as the simulator prices a
+	// tensor-parallel member's run (cost.Table.RunTime): a split op's
+	// member keeps its launch and its kernel's size ramp whole.
+	RunTime(op graph.OpID, share float64) float64
 	// Collective is the seconds a collective of kind over a buffer of
 	// bytes (the full tensor) takes over the group.
 	Collective(kind sim.CollectiveKind, bytes int64) float64
@@ -281,11 +284,12 @@ func (p *problem) gradTensor(v graph.OpID, x graph.TensorID) graph.TensorID {
 	return -1
 }
 
-// opTime is the forward op's time plus its gradient op's.
-func (p *problem) opTime(o graph.OpID) float64 {
-	t := p.m.OpTime(o)
+// opTime is the time one member takes for the forward op and its
+// gradient op when it does share of their work.
+func (p *problem) opTime(o graph.OpID, share float64) float64 {
+	t := p.m.RunTime(o, share)
 	if gv := p.gradOp[o]; gv != graph.NoOp {
-		t += p.m.OpTime(gv)
+		t += p.m.RunTime(gv, share)
 	}
 	return t
 }

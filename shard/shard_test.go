@@ -21,7 +21,9 @@ type flopModel struct {
 	bandwidth float64
 }
 
-func (m flopModel) OpTime(op graph.OpID) float64 { return float64(m.g.Ops[op].Work.FLOPs) / 100e12 }
+func (m flopModel) RunTime(op graph.OpID, share float64) float64 {
+	return float64(m.g.Ops[op].Work.FLOPs) / 100e12 * share
+}
 
 func (m flopModel) Collective(kind sim.CollectiveKind, bytes int64) float64 {
 	f := float64(m.t-1) / float64(m.t)
@@ -220,7 +222,7 @@ func TestMLPColumnThenRow(t *testing.T) {
 		// The estimate beats running everything replicated.
 		whole := 0.0
 		for i := range g.Ops {
-			whole += m.OpTime(graph.OpID(i))
+			whole += m.RunTime(graph.OpID(i), 1)
 		}
 		if !(sol.Estimate < whole) {
 			t.Errorf("t=%d: estimate %g not below the replicated step %g", tc.t, sol.Estimate, whole)

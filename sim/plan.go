@@ -148,18 +148,6 @@ type TensorSplit struct {
 	Syncs [][]Sync
 }
 
-// OpTime is how long one member of a group of t runs op, which takes
-// full seconds whole, launch of them its kernel launch: the launch whole,
-// the rest scaled by the member's share (Share).
-func (sp *TensorSplit) OpTime(op graph.OpID, full, launch float64, t int) float64 {
-	share := sp.Share(op, t)
-	if share == 1 || full <= 0 {
-		return full
-	}
-	launch = min(launch, full)
-	return (full-launch)*share + launch
-}
-
 // Share is the part of op's work one member of a group of t runs: of the
 // op's share s divided among the group, (1-s) + s/t.
 func (sp *TensorSplit) Share(op graph.OpID, t int) float64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/cost"
+	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/onnx"
 	"github.com/opplace/opplace/placer"
 	"github.com/opplace/opplace/sim"
@@ -93,6 +94,71 @@ func TestCollectiveSubadditive(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestMemberModelRunsAsTheSimulator: the tensor pipelines' proxy prices
+// a run of share x of an op's work as the simulator prices a member of a
+// group of t running x of the batch under the split (cost.Table.RunTime
+// at the member's share s·x, weights s) plus x of the op's syncs over the
+// group: so the partitioners price the groups' micro-batches by the
+// simulator's rule. GPT-2 small training, amp, on 8xA100-2host.
+func TestMemberModelRunsAsTheSimulator(t *testing.T) {
+	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Load(filepath.Join("..", "testdata", "models", "gpt2_small.onnx"), onnx.Options{Dims: map[string]int64{"batch": 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := train.Build(m.Graph, train.Options{Optimizer: train.Adam})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := placer.NewProblem(g, cost.NewTable(g, c, cost.Roofline{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProblem(pp, 8)
+	s := tensorParallel{levels: []sim.Sharding{sim.NoSharding}}
+	cl := p.Costs.Classes()[0]
+	for _, tp := range []int{2, 4} {
+		groups := tensorGroups(c, cl, tp)
+		_, split, err := s.solve(p, groups[0], tp, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead := groups[0][0]
+		launch := c.Devices[lead].Type.LaunchOverhead
+		ct := sim.NewGroupCollectives(c, groups[0])
+		vtab := cost.NewTable(g, c.Sub([]int{lead}), memberModel(p, lead, tp, split, ct))
+		checked := 0
+		for op := range g.Ops {
+			id := graph.OpID(op)
+			sh := split.Share(id, tp)
+			sync := split.SyncTime(ct, id, 1)
+			for _, x := range []float64{1, 0.5, 1.0 / 8, 1.0 / 64} {
+				want := p.Costs.RunTime(id, lead, sh*x, sh) + sync*x
+				got := vtab.RunTime(id, 0, x, 1)
+				// An op shorter than a launch is all launch to the
+				// simulator; the proxy's launch may take some of its
+				// syncs too: within a launch.
+				tol := 1e-6*want + 1e-12
+				if p.Costs.OpTime(id, lead) < launch {
+					tol = launch
+				}
+				if math.Abs(got-want) > tol {
+					t.Fatalf("t=%d op %s at x=%g: proxy %.9g s, member %.9g s", tp, g.Ops[op].Name, x, got, want)
+				}
+			}
+			if sh < 1 {
+				checked++
+			}
+		}
+		if checked == 0 {
+			t.Fatalf("t=%d: no op is split", tp)
 		}
 	}
 }
