@@ -159,15 +159,7 @@ func (megatronArgs) Export(w io.Writer, p *plan.Plan, o Options) error {
 	pr("# model:    %s\n", comment(p.Model))
 	pr("# step:     %s\n", stepLine(p))
 	pr("# ranks:    %d = tensor %d x pipeline %d x data %d (Megatron-LM takes the data-parallel size as world size / (tensor x pipeline): no flag)\n", rm.WorldSize, l.TP, l.PP, l.DP)
-	var hosts []string
-	for _, h := range rm.Hosts {
-		s := fmt.Sprintf("%s (node rank %d, %d processes", comment(h.Host), h.NodeRank, h.Processes)
-		if h.CUDAVisibleDevices != nil {
-			s += ", CUDA_VISIBLE_DEVICES=" + joinInts(h.CUDAVisibleDevices)
-		}
-		hosts = append(hosts, s+")")
-	}
-	pr("# hosts:    %s\n", strings.Join(hosts, ", "))
+	pr("# hosts:    %s\n", strings.Join(hostsLine(rm.Hosts), ", "))
 	pr("# batch:    %s of %s per data-parallel rank per step\n", plan.Count(l.Accum, "micro-batch", "micro-batches"), plan.Count(int(l.MicroBatch), "sample", "samples"))
 	for _, n := range notes {
 		pr("# %s\n", n)
@@ -387,4 +379,32 @@ func transformerLayers(p *plan.Plan, b *blocks, src string) error {
 		}
 	}
 	return nil
+}
+
+// hostsLine describes each host's node rank and process count for a
+// comment, a run of three or more alike hosts (consecutive node ranks,
+// the same process count, all their GPUs) as one entry, so a plan of
+// hundreds of hosts reads in a line.
+func hostsLine(hosts []RankHost) []string {
+	var out []string
+	for i := 0; i < len(hosts); {
+		h := hosts[i]
+		j := i + 1
+		for h.CUDAVisibleDevices == nil && j < len(hosts) && hosts[j].CUDAVisibleDevices == nil &&
+			hosts[j].Processes == h.Processes && hosts[j].NodeRank == h.NodeRank+(j-i) {
+			j++
+		}
+		if j-i >= 3 {
+			out = append(out, fmt.Sprintf("%s .. %s (node ranks %d-%d, %d processes each)", comment(h.Host), comment(hosts[j-1].Host), h.NodeRank, hosts[j-1].NodeRank, h.Processes))
+			i = j
+			continue
+		}
+		s := fmt.Sprintf("%s (node rank %d, %d processes", comment(h.Host), h.NodeRank, h.Processes)
+		if h.CUDAVisibleDevices != nil {
+			s += ", CUDA_VISIBLE_DEVICES=" + joinInts(h.CUDAVisibleDevices)
+		}
+		out = append(out, s+")")
+		i++
+	}
+	return out
 }
