@@ -29,8 +29,11 @@ type Plan struct {
 	StepMs float64 `json:"step_ms"`
 	// BubbleFraction is the share of stage time idle during the
 	// pipelined part of the step.
-	BubbleFraction float64  `json:"bubble_fraction"`
-	Warnings       []string `json:"warnings,omitempty"`
+	BubbleFraction float64 `json:"bubble_fraction"`
+	// Recompute says the stages recompute activations
+	// (Options.Recompute on a training step): what the partitioner priced.
+	Recompute bool     `json:"-"`
+	Warnings  []string `json:"warnings,omitempty"`
 	// Exact says how the "exact" partitioner searched and how close to
 	// the optimum its plan is proven to be; nil for the others.
 	Exact *ExactInfo `json:"exact,omitempty"`
@@ -132,7 +135,7 @@ func (p *Problem) report(name string, s *solution) *Plan {
 	m, u := l.m, l.u
 	g := p.Graph
 	pl := &Plan{Partitioner: name, Schedule: p.Options.Schedule, Objective: p.Options.Objective,
-		Training: m.training, MicroBatches: M, ObjectiveMs: ms(s.value), value: s.value, OpStage: make([]int, len(g.Ops))}
+		Training: m.training, Recompute: p.Options.Recompute && m.training, MicroBatches: M, ObjectiveMs: ms(s.value), value: s.value, OpStage: make([]int, len(g.Ops))}
 	S := len(s.stages)
 	pt, costs := s.passes()
 	temps := make([]int64, S)

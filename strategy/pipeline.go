@@ -415,13 +415,10 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 	}
 	// Replicated stages also at each ZeRO level.
 	out = shardedVariants(out, levelsFor(p, s.levels))
-	if s.opts.Recompute {
+	if pp.Recompute {
 		// The partitioner modelled recomputing stages: its estimate holds.
 		for i := range out {
-			if rc := withRecompute(out[i].Plan); rc != nil {
-				out[i].Plan = rc
-				out[i].Notes = append(slices.Clone(out[i].Notes), recomputeNote)
-			}
+			out[i].Notes = append(slices.Clone(out[i].Notes), recomputeNote)
 		}
 	}
 	return out
@@ -429,7 +426,7 @@ func (s pipelined) proposals(p *Problem, pp *partition.Plan) []Proposal {
 
 // PipelinePlan is a partition as a point of the plan space at m
 // micro-batches: each stage's ops on its first replica, every replica one
-// device.
+// device, recomputing where the partitioner priced recomputation.
 func PipelinePlan(p *Problem, pp *partition.Plan, m int) *sim.Plan {
 	n := len(p.Graph.Ops)
 	pl := &sim.Plan{
@@ -442,7 +439,7 @@ func PipelinePlan(p *Problem, pp *partition.Plan, m int) *sim.Plan {
 		pl.Device[op] = pp.Stages[st].DeviceIndex[0]
 	}
 	for _, st := range pp.Stages {
-		var s sim.Stage
+		s := sim.Stage{Recompute: pp.Recompute}
 		for _, d := range st.DeviceIndex {
 			s.Replicas = append(s.Replicas, []int{d})
 		}
