@@ -574,9 +574,10 @@ type groupModel struct {
 	times *sim.GroupCollectives
 }
 
-// RunTime keeps the member's time proportional to its share: the program counts every sync as exposed, where the simulator
-// overlaps the asynchronous ones with compute, and the proportional
-// rule's larger saving from a split offsets that. Priced at the shape
+// RunTime keeps the member's time proportional to its share: the
+// program counts every sync as exposed, where the simulator overlaps the
+// asynchronous ones with compute, and the proportional rule's larger
+// saving from a split offsets that. Priced at the shape
 // (cost.Table.RunTime) instead, the splits it chose were slower under
 // the simulator on GNMT (+1.1% on 8xA100-2host, auto's plan; +20% on
 // hetero) and MobileNet-V2 (+3%), faster on ResNet-50 (-11%), on
@@ -584,6 +585,7 @@ type groupModel struct {
 func (m groupModel) RunTime(op graph.OpID, share float64) float64 {
 	return m.costs.OpTime(op, m.group[0]) * share
 }
+
 func (m groupModel) Collective(k sim.CollectiveKind, b int64) float64 {
 	return m.times.Time(k, b)
 }

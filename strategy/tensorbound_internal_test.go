@@ -20,23 +20,7 @@ import (
 // simulated, takes at least tensorBound for t; and the bound is not
 // empty.
 func TestTensorBoundHolds(t *testing.T) {
-	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := onnx.Load(filepath.Join("..", "testdata", "models", "gpt2_small.onnx"), onnx.Options{Dims: map[string]int64{"batch": 8}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _, err := train.Build(m.Graph, train.Options{Optimizer: train.Adam})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pp, err := placer.NewProblem(g, cost.NewTable(g, c, cost.Roofline{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewProblem(pp, 8)
+	c, p := gpt2SmallOn8xA100(t)
 	s := tensorParallel{levels: []sim.Sharding{sim.NoSharding, sim.ZeRO2}}
 	cl := p.Costs.Classes()[0]
 	for _, tp := range []int{2, 4, 8} {
@@ -98,13 +82,10 @@ func TestCollectiveSubadditive(t *testing.T) {
 	}
 }
 
-// TestMemberModelRunsAsTheSimulator: the tensor pipelines' proxy prices
-// a run of share x of an op's work as the simulator prices a member of a
-// group of t running x of the batch under the split (cost.Table.RunTime
-// at the member's share s·x, weights s) plus x of the op's syncs over the
-// group: so the partitioners price the groups' micro-batches by the
-// simulator's rule. GPT-2 small training, amp, on 8xA100-2host.
-func TestMemberModelRunsAsTheSimulator(t *testing.T) {
+// gpt2SmallOn8xA100 is GPT-2 small's training step (Adam, batch 8) on
+// 8xA100-2host, priced by the roofline.
+func gpt2SmallOn8xA100(t *testing.T) (*cluster.Cluster, *Problem) {
+	t.Helper()
 	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +103,18 @@ func TestMemberModelRunsAsTheSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := NewProblem(pp, 8)
+	return c, p
+}
+
+// TestMemberModelRunsAsTheSimulator: the tensor pipelines' proxy prices
+// a run of share x of an op's work as the simulator prices a member of a
+// group of t running x of the batch under the split (cost.Table.RunTime
+// at the member's share s·x, weights s) plus x of the op's syncs over the
+// group: so the partitioners price the groups' micro-batches by the
+// simulator's rule. GPT-2 small training, amp, on 8xA100-2host.
+func TestMemberModelRunsAsTheSimulator(t *testing.T) {
+	c, p := gpt2SmallOn8xA100(t)
+	g := p.Graph
 	s := tensorParallel{levels: []sim.Sharding{sim.NoSharding}}
 	cl := p.Costs.Classes()[0]
 	for _, tp := range []int{2, 4} {
