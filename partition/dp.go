@@ -465,11 +465,11 @@ func solve(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *
 									if twinAt[g] == pair {
 										sc = twinSC[g]
 									} else {
-										sc = m.stage(s, g, cutIn, cutOut, r, pos, M)
+										m.stageInto(&sc, s, g, cutIn, cutOut, r, pos, M)
 										twinSC[g], twinAt[g] = sc, pair
 									}
 								} else {
-									sc = m.stage(s, k, cutIn, cutOut, r, pos, M)
+									m.stageInto(&sc, s, k, cutIn, cutOut, r, pos, M)
 								}
 								if sc.time > bound || sc.paramBytes > cl.memory {
 									break

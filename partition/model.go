@@ -333,23 +333,23 @@ type stageCost struct {
 // the bytes it receives (cutIn) and sends (cutOut), on r devices of class
 // k starting at position p, with M micro-batches.
 func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCost {
+	var sc stageCost
+	m.stageInto(&sc, s, k, cutIn, cutOut, r, p, M)
+	return sc
+}
+
+// stageInto is stage writing into sc, for the search's inner loop: a
+// stageCost is twelve words, and the loop evaluates millions.
+func (m *model) stageInto(sc *stageCost, s *sums, k int, cutIn, cutOut int64, r, p, M int) {
 	cl := &m.classes[k]
 	fM := float64(M)
 	rm := float64(r) * fM
-	send := func(l cluster.Link, b int64) float64 {
-		if b <= 0 {
-			return 0
-		}
-		return l.Latency + float64(b)/(fM*l.Bandwidth)
-	}
-	var sc stageCost
 	fc := (s.fwd[k]-s.fwdL[k])/rm + s.fwdL[k]
-	fs := send(cl.next[p+r], cutOut)
-	sc.fwd = fc + fs
-	sc.compute, sc.comm, sc.fwdSend = fc, fs, fs
+	fs := sendTime(&cl.next[p+r], cutOut, fM)
+	*sc = stageCost{fwd: fc + fs, compute: fc, comm: fs, fwdSend: fs}
 	if m.training {
 		bc := (s.bwd[k]-s.bwdL[k])/rm + s.bwdL[k]
-		bs := send(cl.prev[p], cutIn)
+		bs := sendTime(&cl.prev[p], cutIn, fM)
 		sc.bwd = bc + bs
 		sc.compute += bc
 		sc.comm += bs
@@ -368,7 +368,14 @@ func (m *model) stage(s *sums, k int, cutIn, cutOut int64, r, p, M int) stageCos
 	sc.paramBytes = s.params
 	sc.stashPer = s.stash + cutIn
 	sc.recomputed = m.recomputed
-	return sc
+}
+
+// sendTime is one micro-batch's share (of M) of b bytes over l.
+func sendTime(l *cluster.Link, b int64, fM float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return l.Latency + float64(b)/(fM*l.Bandwidth)
 }
 
 // runAtShape replaces sc's compute, the search's line (see model), with
