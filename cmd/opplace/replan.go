@@ -22,6 +22,7 @@ type replanFlags struct {
 	spaceFlags
 	cluster   string
 	model     string
+	profile   string
 	steps     int64
 	bandwidth string
 	gradients bool
@@ -83,6 +84,7 @@ writes, atomically.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.cluster, "cluster", "", "the new cluster's file (YAML; see testdata/clusters/)")
 	fl.StringVar(&f.model, "model", "", "the model file (default: the one the plan names)")
+	fl.StringVar(&f.profile, "profile", "", "measured op times (from opplace profile) to use on the device types they were measured on, as the plan was made with them")
 	fl.Int64Var(&f.steps, "amortize-steps", replan.DefaultAmortizeSteps, "K, the steps the new plan is expected to run before the cluster changes again: the objective is step x K + migration")
 	fl.StringVar(&f.bandwidth, "checkpoint-bandwidth", "1.2GB/s", "the rate the job reads state no surviving device holds from its checkpoint, all reads together; the default is an FSx for Lustre file system of 1,200 GiB at 1000 MB/s per TiB (docs/replan.md)")
 	fl.BoolVar(&f.gradients, "move-gradients", false, "count the weight gradients as state to move (a migration inside gradient accumulation; at a step boundary they hold nothing)")
@@ -112,14 +114,26 @@ func runReplan(cmd *cobra.Command, planPath string, f *replanFlags) error {
 	if err != nil || !(bw > 0) {
 		return usageError{fmt.Errorf("--checkpoint-bandwidth %q: want a rate such as 1.2GB/s or 100Gb/s", f.bandwidth)}
 	}
-	run := output.Run{Inputs: []output.Input{{What: "the plan", Path: planPath}, {What: "the cluster file", Path: f.cluster}, {What: "the model", Path: f.model}},
-		Stdout: cmd.OutOrStdout()}
+	run := output.Run{Inputs: []output.Input{{What: "the plan", Path: planPath}, {What: "the cluster file", Path: f.cluster}, {What: "the model", Path: f.model},
+		{What: "the profile", Path: f.profile}}, Stdout: cmd.OutOrStdout()}
 	if err := run.Check(output.File{What: "--out", Path: f.out}); err != nil {
 		return err
 	}
 	opts := replan.Options{PlanPath: planPath, ModelPath: f.model, ClusterPath: f.cluster, AmortizeSteps: f.steps, CheckpointBandwidth: bw,
 		Gradients: f.gradients,
 		Planning:  pipeline.Options{Import: imp, Optimizer: f.optimizer, Fusion: f.fusion, AroundStage: collectorOffDuring}}
+	if f.profile != "" {
+		// The profile's roofline for unmeasured ops takes the plan's
+		// precision (TF32 matmuls under tf32), which the re-plan keeps.
+		old, err := plan.ReadFile(planPath)
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		if opts.Planning.CostModel, err = loadProfileModel(f.profile, old.Precision); err != nil {
+			return err
+		}
+		opts.Plan = old
+	}
 	if err := f.spaceFlags.apply(&opts.Planning); err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +138,58 @@ devices:
 				t.Errorf("a failed re-plan wrote %s", out)
 			}
 		})
+	}
+}
+
+// TestReplanProfile: replan --profile prices the new cluster with the
+// measured op times, as plan --profile does: ResNet-50 at batch 1 on
+// CPUs of the profile's device type (local-cpu), four then three; the
+// chosen plan's step is the step plan --profile gives its strategy on
+// the new cluster, and without the profile the re-plan's step differs.
+func TestReplanProfile(t *testing.T) {
+	dir := t.TempDir()
+	cpus := func(n int) string {
+		path := filepath.Join(dir, fmt.Sprintf("%dxCPU.yaml", n))
+		src := fmt.Sprintf("name: %dxCPU\ndevice_types:\n  - {name: local-cpu, peak_flops: {float32: 6.67T}, memory_bandwidth: 11.3GB/s, memory: 24GiB}\n"+
+			"devices:\n  - {name: \"cpu{i}\", count: %d, type: local-cpu, host: h}\nhosts:\n  - {name: h, intra: {kind: pcie, bandwidth: 10GB/s, latency: 10us}}\n", n, n)
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	model := filepath.Join(modelDir, "resnet50.onnx")
+	prof := filepath.Join("..", "..", "testdata", "profiles", "resnet50_b1_gorgonia_cpu.json")
+	shape := []string{"--shape", "input.1=1,3,224,224"}
+	old := filepath.Join(dir, "old.json")
+	if code, _, stderr := invoke(t, append([]string{"plan", model, "--cluster", cpus(4), "--profile", prof, "--out", old}, shape...)...); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	three := cpus(3)
+	chosen := func(args ...string) replan.Option {
+		t.Helper()
+		code, js, stderr := invoke(t, append(append([]string{"replan", old, "--cluster", three, "-o", "json"}, shape...), args...)...)
+		if code != 0 {
+			t.Fatalf("replan %v: exit %d: %s", args, code, stderr)
+		}
+		var res replan.Result
+		if err := json.Unmarshal([]byte(js), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Chosen
+	}
+	measured := chosen("--profile", prof)
+	code, js, stderr := invoke(t, append([]string{"plan", model, "--cluster", three, "--profile", prof, "--strategy", strings.TrimPrefix(measured.Strategy, "auto:"), "-o", "json"}, shape...)...)
+	if code != 0 {
+		t.Fatalf("plan --profile on the new cluster: exit %d: %s", code, stderr)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.PredictedStepMS-measured.StepMS) > 1e-6*p.PredictedStepMS {
+		t.Errorf("replan --profile chose %s at %.3f ms; plan --profile gives it %.3f ms", measured.Strategy, measured.StepMS, p.PredictedStepMS)
+	}
+	if roofline := chosen(); roofline.StepMS == measured.StepMS {
+		t.Errorf("replan without the profile chose a step of %.3f ms, the same as with it: the profile was not used", roofline.StepMS)
 	}
 }
