@@ -503,7 +503,7 @@ func (ro *runOrder) priority(dev []int) []int32 {
 }
 
 // shape takes a plan file's stages, replicas, micro-batches and schedule,
-// when it has more than one stage or replica or micro-batch.
+// when it has more than one stage or replica, or a tensor-parallel stage.
 func (rs *resolver) shape(gs *givenState) error {
 	p := rs.pf.Plan
 	gs.microBatches, gs.schedule = p.MicroBatches, sim.Schedule(p.Schedule)
@@ -517,7 +517,7 @@ func (rs *resolver) shape(gs *givenState) error {
 	}
 	several := len(p.Stages) > 1
 	for _, st := range p.Stages {
-		several = several || st.Replicas > 1
+		several = several || st.Replicas > 1 || st.TensorParallel > 1
 	}
 	if !several {
 		return nil

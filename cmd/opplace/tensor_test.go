@@ -126,6 +126,35 @@ func TestTensorParallelMegatron(t *testing.T) {
 // shards), and a file whose shards were edited is refused, naming the
 // op.
 func TestTensorPlanGiven(t *testing.T) {
+	// One group of two and no replicas (batch 1 on three V100s): the
+	// plan's one stage is its tensor-parallel group. This was read as a
+	// placement on one device, 91.6 ms against the plan's 53.3.
+	t.Run("one group", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "plan.json")
+		args := []string{"plan", filepath.Join(modelDir, "gpt2_small.onnx"), "--batch", "1",
+			"--cluster", filepath.Join(clusterDir, "3xV100.yaml"), "-o", "json"}
+		code, stdout, stderr := invoke(t, append(args, "--strategy", "tensor", "--tensor-parallel", "2", "--out", out)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var first, again plan.Plan
+		if err := json.Unmarshal([]byte(stdout), &first); err != nil {
+			t.Fatal(err)
+		}
+		if len(first.Stages) != 1 || first.Stages[0].Replicas > 1 || first.Stages[0].TensorParallel != 2 {
+			t.Fatalf("want one stage, one group of 2: %+v", first.Stages)
+		}
+		code, stdout, stderr = invoke(t, append(args, "--placement", out)...)
+		if code != 0 {
+			t.Fatalf("re-score: exit %d: %s", code, stderr)
+		}
+		if err := json.Unmarshal([]byte(stdout), &again); err != nil {
+			t.Fatal(err)
+		}
+		if again.Family != "tensor" || again.PredictedStepMS != first.PredictedStepMS {
+			t.Errorf("re-scored: family %s, step %g ms; the plan: step %g ms", again.Family, again.PredictedStepMS, first.PredictedStepMS)
+		}
+	})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "plan.json")
 	args := []string{"plan", filepath.Join(modelDir, "gpt2_small.onnx"), "--batch", "8",
