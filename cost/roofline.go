@@ -63,10 +63,16 @@ var metadataOps = map[string]bool{
 // IsMetadataOp reports whether ops of this type cost no kernel.
 func IsMetadataOp(opType string) bool { return metadataOps[opType] }
 
+// noKernel reports whether op runs no kernel: a metadata op, or the
+// gradient of one.
+func noKernel(op *graph.Op) bool {
+	return metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")]
+}
+
 // OpTime implements Model.
 func (r Roofline) OpTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) float64 {
 	op := &g.Ops[id]
-	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
+	if noKernel(op) {
 		return 0
 	}
 	return max(r.ComputeTime(g, id, dt), r.MemoryTime(g, id, dt)) + dt.LaunchOverhead
@@ -173,7 +179,7 @@ func (r Roofline) MemoryTime(g *graph.Graph, id graph.OpID, dt *cluster.DeviceTy
 // the ramp's is MatmulHalf FLOPs at it, whatever the op's size.
 func (r Roofline) Shape(g *graph.Graph, id graph.OpID, dt *cluster.DeviceType) Shape {
 	op := &g.Ops[id]
-	if metadataOps[op.Type] || op.Phase == graph.Backward && metadataOps[strings.TrimSuffix(op.Type, "Grad")] {
+	if noKernel(op) {
 		return Shape{}
 	}
 	var s Shape
