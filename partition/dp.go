@@ -677,6 +677,13 @@ func skipHeavyRest(l *lattice, d int32, maxTotal, maxStage int, fM, bound float6
 // the pruning only drops splits with some stage above the bound. Tight
 // bounds prune hard, so this is much faster than one search under a loose
 // heuristic bound.
+//
+// When the first bounds find nothing, it asks once whether anything fits
+// at all (the search under ub, which it would end with anyway): a split
+// that no bound lets fit (its stages overflow memory at this micro-batch
+// count) then costs four searches, not the forty-one of the whole
+// ladder. Otherwise the ladder goes on, and the answer under ub is kept
+// for its end.
 func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *int64) (*solution, error) {
 	full := l.full()
 	lb := (l.fast[full]/float64(M) + l.launch[full]) / float64(p.Costs.NumDevices())
@@ -684,6 +691,7 @@ func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time,
 	if c := newCapacities(l.m, newResources(l.m)); c.prefix[len(c.prefix)-1] > 0 {
 		lb = max(lb, l.fast[full]/float64(M)/c.prefix[len(c.prefix)-1])
 	}
+	var loose *solution // the search under ub, once run
 	for b, i := lb*1.05, 0; b < ub && b > 0 && i < 40; b, i = b*1.5, i+1 {
 		s, err := solve(p, l, M, b, deadline, work)
 		if err != nil {
@@ -692,6 +700,14 @@ func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time,
 		if s != nil && s.value <= b*(1+1e-9) {
 			return s, nil
 		}
+		if i == 2 {
+			if loose, err = solve(p, l, M, ub, deadline, work); err != nil || loose == nil {
+				return nil, err
+			}
+		}
+	}
+	if loose != nil {
+		return loose, nil
 	}
 	return solve(p, l, M, ub, deadline, work)
 }
