@@ -155,7 +155,7 @@ func recordTimeline(r *run) error {
 	if err != nil {
 		return err
 	}
-	if res.Step != r.sim.Step {
+	if !r.sim.Agrees(res) {
 		return fmt.Errorf("the plan's step came out %g s when simulated again, %g s before", res.Step, r.sim.Step)
 	}
 	r.sim = res

@@ -152,12 +152,7 @@ func Compare(ctx context.Context, opts CompareOptions) (*Comparison, error) {
 			row.ThroughputSamplesPerS = throughput(r.problem.Batch, o.Sim.Step)
 			row.PeakMemoryBytes = o.Sim.PeakMemory
 			row.Shape = shape(o.Plan, o.Sim, len(r.cluster.Devices))
-			for _, t := range o.Sim.Transfers {
-				row.CrossDeviceBytes += t.Bytes
-			}
-			for _, a := range o.Sim.Collectives {
-				row.AllReduceBytes += a.Bytes
-			}
+			row.CrossDeviceBytes, row.AllReduceBytes = o.Sim.TransferBytes, o.Sim.CollectiveBytes
 			if bound > 0 {
 				row.Gap = plan.Fraction(o.Sim.Step/bound - 1)
 			}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/opplace/opplace/graph"
@@ -10,20 +11,31 @@ import (
 // ComputeBound is a lower bound on the step Run finds for plan p,
 // without running it. Each op's runs are timed as Run times them (its
 // share of the micro-batch, of a tensor-parallel split and of a ZeRO
-// update, and the launch every run pays), and each op is released no
-// earlier than the longest path of single runs to it (every op at its
-// own speed, nothing waiting, transfers free): a device still holding
-// the work released at r or later ends no earlier than r plus that
-// work. So the bound is, over devices and release times r, the largest
-// r + the device's work released at r or later. At r = 0 it is the
-// busiest device's compute; in a pipeline the later stages also wait
-// for the first micro-batch to reach them and the first stages for its
-// gradient to come back (the fill and drain of the schedule).
-// Transfers, collectives, syncs, recomputation and idle time are left
-// out, which only lengthen the step. It costs a pass over the ops and
-// a sort per device, where Run costs one pass per micro-batch and more:
-// a search can skip simulating a plan whose bound is no shorter than a
-// plan it has.
+// update, the launch every run pays, and the tensor-parallel syncs that
+// stop its kernel), and each op is released no earlier than the longest
+// path of single runs to it (every op at its own speed, nothing waiting,
+// transfers free): a device still holding the work released at r or
+// later ends no earlier than r plus that work. So the bound is, over
+// devices and release times r, the largest r + the device's work
+// released at r or later. At r = 0 it is the busiest device's compute;
+// in a pipeline the later stages also wait for the first micro-batch to
+// reach them and the first stages for its gradient to come back (the
+// fill and drain of the schedule).
+//
+// A recomputing stage's device also runs each segment's forward again
+// per micro-batch (every saved activation is dropped after its forward
+// readers, which the device runs in an earlier slot than any backward
+// op): that work counts as released with the segment's first backward
+// reader. And a tensor-parallel group's first device runs its syncs one
+// after another on its stream, the first no earlier than the first op
+// that syncs has run once: the step is no shorter than that release
+// plus every sync on the stream.
+//
+// Transfers, collectives other than tensor-parallel syncs, and idle
+// time are left out, which only lengthen the step. It costs a pass over
+// the ops and a sort per device, where Run costs one pass per
+// micro-batch and more: a search can skip simulating a plan whose bound
+// is no shorter than a plan it has.
 func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 	t := sm.t
 	g := t.Graph
@@ -34,16 +46,25 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 	}
 	f := sm.facts()
 	M := p.microBatches()
-	tp := tensorDegree(stages, nd)
+	// One micro-batch of p's size: its runs and syncs as Run prices
+	// them, its recomputed segments as Run forms them.
+	s := newState(t, f, p, opStage, stages, 1)
 	n := len(g.Ops)
 	one := make([]float64, n)  // one run
 	work := make([]float64, n) // every run
 	for op := range g.Ops {
+		id := graph.OpID(op)
 		d := p.Device[op]
-		one[op] = runTime(f, t, p.Split, graph.OpID(op), d, tp[d], &stages[opStage[op]], M)
+		one[op] = s.computeTime(id, d)
+		if s.innerSync != nil {
+			one[op] += s.innerSync[op]
+		}
 		work[op] = one[op]
 		if f.perMB[op] {
 			work[op] *= float64(M)
+		}
+		if s.innerLast != nil {
+			work[op] += s.innerLast[op]
 		}
 	}
 	release := make([]float64, n)
@@ -58,6 +79,21 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			r = max(r, release[c]+one[c])
 		}
 		release[op] = r
+	}
+	if rc := s.rc; rc != nil {
+		for sg, ts := range rc.tensors {
+			first := graph.NoOp
+			for _, tn := range ts {
+				for _, c := range f.consumers[tn] {
+					if g.Ops[c].Phase == graph.Backward && (first == graph.NoOp || release[c] < release[first]) {
+						first = c
+					}
+				}
+			}
+			if first != graph.NoOp {
+				work[first] += rc.time[sg] * float64(M)
+			}
+		}
 	}
 	ops := make([][]graph.OpID, nd)
 	for op := range g.Ops {
@@ -76,5 +112,46 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			most = max(most, release[op]+after)
 		}
 	}
-	return most, nil
+	return max(most, s.streamBound(release, one, M)), nil
+}
+
+// streamBound is, over the tensor-parallel streams, the earliest a
+// stream's first sync can start (its op's release plus one run) plus
+// every sync the stream runs in a step of M micro-batches; s simulates
+// one micro-batch of the step's size.
+func (s *state) streamBound(release, one []float64, M int) float64 {
+	if s.syncLeft == nil {
+		return 0
+	}
+	total := make([]float64, s.nd)
+	first := make([]float64, s.nd)
+	for d := range first {
+		first[d] = math.Inf(1)
+	}
+	for op, syncs := range s.split.Syncs {
+		d := s.dev[op]
+		if s.tp[d] < 2 {
+			continue
+		}
+		id := graph.OpID(op)
+		group := s.stages[s.opStage[op]].Replicas[0]
+		for _, y := range syncs {
+			if s.within(id, y) {
+				continue // inside the kernel: in the op's runs
+			}
+			_, dur := s.syncCost(id, y, group)
+			if s.perMB[op] && !s.syncOnce(id, y) {
+				dur *= float64(M)
+			}
+			total[d] += dur
+			first[d] = min(first[d], release[op]+one[op])
+		}
+	}
+	var most float64
+	for d, x := range total {
+		if x > 0 {
+			most = max(most, first[d]+x)
+		}
+	}
+	return most
 }

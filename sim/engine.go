@@ -53,6 +53,10 @@ type state struct {
 	g     *graph.Graph
 	c     *cluster.Cluster
 	nd, M int
+	// div is the number of micro-batches the step's batch is split into,
+	// which sizes each run: M, except when a few micro-batches of a finer
+	// split are simulated to extrapolate the step (extrapolate.go).
+	div int
 	// syncTimes prices syncCost's collectives per stage, syncChans holds
 	// syncChannels' channels per device.
 	syncTimes []*GroupCollectives
@@ -105,11 +109,11 @@ type engine struct {
 }
 
 // newState sets up the simulation of plan p, its stages normalised.
-func newState(t *cost.Table, f *facts, p *Plan, opStage []int, stages []Stage) *state {
+func newState(t *cost.Table, f *facts, p *Plan, opStage []int, stages []Stage, M int) *state {
 	g := t.Graph
-	n, nd, M := len(g.Ops), t.NumDevices(), p.microBatches()
+	n, nd := len(g.Ops), t.NumDevices()
 	s := &state{
-		facts: f, t: t, g: g, c: t.Cluster, nd: nd, M: M,
+		facts: f, t: t, g: g, c: t.Cluster, nd: nd, M: M, div: p.microBatches(),
 		dev: p.Device, opStage: opStage, stages: stages,
 		replicas: make([]int, len(stages)), devStage: make([]int, nd),
 		res: &Result{
@@ -233,7 +237,7 @@ func (s *state) computeTime(op graph.OpID, d int) float64 {
 	if st >= 0 {
 		stage = &s.stages[st]
 	}
-	return runTime(s.facts, s.t, s.split, op, d, s.tp[d], stage, s.M)
+	return runTime(s.facts, s.t, s.split, op, d, s.tp[d], stage, s.div)
 }
 
 // runTime is how long one run of op takes on device d, of tensor-parallel

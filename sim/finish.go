@@ -32,6 +32,12 @@ func (s *state) finish() {
 		}
 		return a.Devices[0] - b.Devices[0]
 	})
+	for _, t := range res.Transfers {
+		res.TransferBytes += t.Bytes
+	}
+	for _, c := range res.Collectives {
+		res.CollectiveBytes += c.Bytes
+	}
 	// Per-stage figures from the first replica's devices.
 	compute := make([]float64, s.nd)
 	update := make([]float64, s.nd)

@@ -135,7 +135,7 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 		return b
 	}
 	if st := s.devStage[d]; st >= 0 {
-		return ceilDiv(b, int64(s.replicas[st]*s.M))
+		return ceilDiv(b, int64(s.replicas[st]*s.div))
 	}
 	return b
 }
@@ -191,7 +191,7 @@ func (s *state) count(e memEvent) {
 func (s *state) tempBytes(op graph.OpID, d int) int64 {
 	b := s.t.TempBytes(op)
 	if s.perMB[op] && b > 0 {
-		return ceilDiv(b, int64(s.replicas[s.devStage[d]]*s.M))
+		return ceilDiv(b, int64(s.replicas[s.devStage[d]]*s.div))
 	}
 	return b
 }

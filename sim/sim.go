@@ -65,10 +65,21 @@ type Result struct {
 	// micro-batches.
 	Start, End []float64
 	// Transfers are ordered by start time, then tensor, then micro-batch,
-	// then destination.
-	Transfers []Transfer
-	// Collectives are the gradient all-reduces, by start time.
-	Collectives []Collective
+	// then destination; TransferBytes sums their sizes. They are listed
+	// only when the step was simulated run by run (Extrapolated false).
+	Transfers     []Transfer
+	TransferBytes int64
+	// Collectives are the step's collectives (gradient all-reduces,
+	// ZeRO's gathers and scatters, tensor-parallel syncs), by start time;
+	// CollectiveBytes sums their buffers. They too are listed only when
+	// the step was not extrapolated.
+	Collectives     []Collective
+	CollectiveBytes int64
+	// Extrapolated reports that the step was simulated for a few of its
+	// micro-batches and extended to all of them along the increment
+	// every figure showed (see Run); its figures are the run-by-run
+	// simulation's up to float rounding (a billionth of the step).
+	Extrapolated bool
 	// PeakMemory is the most memory each device held at once, in bytes;
 	// ResidentMemory the part of it taken by parameters and constants.
 	PeakMemory     []int64
@@ -175,6 +186,15 @@ func Simulate(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p Placeme
 // stage frees activations saved for backward after the forward pass and
 // runs its segments' forward again before their backward (see
 // Stage.Recompute).
+//
+// Many micro-batches: a step whose micro-batches repeat once its stages
+// are past their warm-up is simulated for its first m, m+1 and m+2
+// micro-batches (m two more than the stages; each of the size the plan's
+// count gives) and extended along the increment they show, when every
+// figure grows by the same amount from m to m+1 as from m+1 to m+2 and
+// the three short runs cost at most half the long one; else, and always
+// when the plan asks to Record its timeline, micro-batch by micro-batch
+// (see Result.Extrapolated).
 func Run(t *cost.Table, adj *graph.Adjacency, order []graph.OpID, p *Plan) (*Result, error) {
 	return New(t, adj, order).Run(p)
 }
@@ -216,13 +236,23 @@ func (sm *Simulator) Run(p *Plan) (*Result, error) {
 	if len(order) != len(g.Ops) {
 		return nil, fmt.Errorf("order lists %d ops, the graph has %d", len(order), len(g.Ops))
 	}
-	s := newState(t, sm.facts(), p, opStage, stages)
+	if res := sm.extrapolate(p, opStage, stages); res != nil {
+		return res, nil
+	}
+	return sm.simulate(p, opStage, stages, p.microBatches())
+}
+
+// simulate runs the first m micro-batches of plan p's step, each of the
+// size p's own micro-batch count gives (m is that count, except when the
+// step is extrapolated).
+func (sm *Simulator) simulate(p *Plan, opStage []int, stages []Stage, m int) (*Result, error) {
+	s := newState(sm.t, sm.facts(), p, opStage, stages, m)
 	if p.Record {
 		// Tasks are numbered by op and then micro-batch, so runs indexed
 		// by task come out in the documented order.
 		s.res.Runs = make([]OpRun, len(s.taskOp))
-		s.res.Memory = make([][]MemorySample, nd)
-		s.samples = make([][]MemorySample, nd)
+		s.res.Memory = make([][]MemorySample, s.nd)
+		s.samples = make([][]MemorySample, s.nd)
 	}
 	if err := s.run(); err != nil {
 		return nil, err

@@ -34,7 +34,43 @@ func (s *state) setTensorSyncs(split *TensorSplit) {
 		s.syncLeft = make([]int32, len(s.instT))
 		s.busySpans, s.syncSpans = make([][]span, s.nd), make([][]span, s.nd)
 		s.innerSyncTimes()
+		s.reserveSyncs()
 	}
+}
+
+// reserveSyncs sizes the lists a step of tensor-parallel syncs fills
+// (the collectives, and each first device's busy and sync spans) to what
+// they will hold, so the hundreds of thousands of syncs of a large
+// model's step are not copied as their lists grow.
+func (s *state) reserveSyncs() {
+	runs := make([]int, s.nd)
+	syncs := make([]int, s.nd)
+	var all int
+	for op := range s.g.Ops {
+		d := s.dev[op]
+		if s.tp[d] < 2 {
+			continue
+		}
+		n := s.tasksOf(graph.OpID(op))
+		runs[d] += n
+		for _, y := range s.split.Syncs[op] {
+			k := n
+			if s.syncOnce(graph.OpID(op), y) {
+				k = 1
+			}
+			all += k
+			if !s.within(graph.OpID(op), y) {
+				syncs[d] += k
+			}
+		}
+	}
+	for d := range runs {
+		if runs[d] > 0 {
+			s.busySpans[d] = make([]span, 0, runs[d])
+			s.syncSpans[d] = make([]span, 0, syncs[d])
+		}
+	}
+	s.res.Collectives = make([]Collective, 0, all)
 }
 
 // span is an interval of simulated time.
@@ -136,7 +172,7 @@ func (s *state) syncDiv(op graph.OpID, y Sync) int64 {
 	if !s.perMB[op] || s.perStep[y.Tensor] {
 		return 1
 	}
-	return int64(s.replicas[s.devStage[s.dev[op]]] * s.M)
+	return int64(s.replicas[s.devStage[s.dev[op]]] * s.div)
 }
 
 // divided reports whether device d holds 1/tp of tensor t: d is in a

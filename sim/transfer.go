@@ -145,7 +145,7 @@ func (s *state) transfer(t graph.TensorID, a, b int) (int64, float64) {
 	if st := s.devStage[b]; st >= 0 {
 		rb = s.replicas[st]
 	}
-	div := int64(s.M * min(ra, rb))
+	div := int64(s.div * min(ra, rb))
 	if div == 1 {
 		return bytes, s.t.TensorTransfer(t, a, b)
 	}

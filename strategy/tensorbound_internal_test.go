@@ -86,11 +86,18 @@ func TestCollectiveSubadditive(t *testing.T) {
 // 8xA100-2host, priced by the roofline.
 func gpt2SmallOn8xA100(t *testing.T) (*cluster.Cluster, *Problem) {
 	t.Helper()
+	return gpt2SmallTrainingOn8xA100(t, 8)
+}
+
+// gpt2SmallTrainingOn8xA100 is GPT-2 small's training step (Adam) at a
+// batch of batch on 8xA100-2host.
+func gpt2SmallTrainingOn8xA100(t *testing.T, batch int64) (*cluster.Cluster, *Problem) {
+	t.Helper()
 	c, err := cluster.Load(filepath.Join("..", "testdata", "clusters", "8xA100-2host.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := onnx.Load(filepath.Join("..", "testdata", "models", "gpt2_small.onnx"), onnx.Options{Dims: map[string]int64{"batch": 8}})
+	m, err := onnx.Load(filepath.Join("..", "testdata", "models", "gpt2_small.onnx"), onnx.Options{Dims: map[string]int64{"batch": batch}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +109,7 @@ func gpt2SmallOn8xA100(t *testing.T) (*cluster.Cluster, *Problem) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewProblem(pp, 8)
-	return c, p
+	return c, NewProblem(pp, batch)
 }
 
 // TestMemberModelRunsAsTheSimulator: the tensor pipelines' proxy prices
