@@ -3,7 +3,6 @@ module github.com/opplace/opplace
 go 1.26.8
 
 require (
-	github.com/lanl/clp v1.2.0
 	github.com/rivo/uniseg v0.4.7
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2

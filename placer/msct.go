@@ -3,10 +3,9 @@ package placer
 import (
 	"context"
 	"fmt"
+	"github.com/opplace/opplace/internal/cbc"
 	"math"
 	"time"
-
-	"github.com/lanl/clp"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -97,11 +96,11 @@ func sctLP(p *Problem, gg *groupGraph) ([]float64, error) {
 		}
 	}
 	ne, ng := len(gg.edges), gs.Len()
-	cols := make([][]clp.Nonzero, ne+ng+1)
-	var rb []clp.Bounds
+	lp := &cbc.Problem{Cols: make([][]cbc.Entry, ne+ng+1)}
+	cols := lp.Cols
 	row := func(lo float64) int {
-		rb = append(rb, clp.Bounds{Lower: lo, Upper: math.Inf(1)})
-		return len(rb) - 1
+		lp.RowLower, lp.RowUpper = append(lp.RowLower, lo), append(lp.RowUpper, math.Inf(1))
+		return len(lp.RowLower) - 1
 	}
 	sCol := func(g int32) int { return ne + int(g) }
 	wCol := ne + ng
@@ -111,39 +110,38 @@ func sctLP(p *Problem, gg *groupGraph) ([]float64, error) {
 		if ed.bytes > 0 {
 			c = us * (lat + float64(ed.bytes)*perByte)
 		}
-		cols[sCol(ed.to)] = append(cols[sCol(ed.to)], clp.Nonzero{Index: r, Value: 1})
-		cols[sCol(ed.from)] = append(cols[sCol(ed.from)], clp.Nonzero{Index: r, Value: -1})
-		cols[e] = append(cols[e], clp.Nonzero{Index: r, Value: -c})
+		cols[sCol(ed.to)] = append(cols[sCol(ed.to)], cbc.Entry{Row: r, Value: 1})
+		cols[sCol(ed.from)] = append(cols[sCol(ed.from)], cbc.Entry{Row: r, Value: -1})
+		cols[e] = append(cols[e], cbc.Entry{Row: r, Value: -c})
 	}
 	for g := 0; g < ng; g++ {
 		if k := len(gg.out[g]); k >= 2 {
 			r := row(float64(k - 1))
 			for _, e := range gg.out[g] {
-				cols[e] = append(cols[e], clp.Nonzero{Index: r, Value: 1})
+				cols[e] = append(cols[e], cbc.Entry{Row: r, Value: 1})
 			}
 		}
 		if k := len(gg.in[g]); k >= 2 {
 			r := row(float64(k - 1))
 			for _, e := range gg.in[g] {
-				cols[e] = append(cols[e], clp.Nonzero{Index: r, Value: 1})
+				cols[e] = append(cols[e], cbc.Entry{Row: r, Value: 1})
 			}
 		}
 		if len(gg.out[g]) == 0 {
 			r := row(pt[g])
-			cols[wCol] = append(cols[wCol], clp.Nonzero{Index: r, Value: 1})
-			cols[sCol(int32(g))] = append(cols[sCol(int32(g))], clp.Nonzero{Index: r, Value: -1})
+			cols[wCol] = append(cols[wCol], cbc.Entry{Row: r, Value: 1})
+			cols[sCol(int32(g))] = append(cols[sCol(int32(g))], cbc.Entry{Row: r, Value: -1})
 		}
 	}
-	cb := make([]clp.Bounds, len(cols))
-	obj := make([]float64, len(cols))
-	for j := range cb {
-		cb[j] = clp.Bounds{Lower: 0, Upper: math.Inf(1)}
+	lp.ColLower, lp.ColUpper, lp.Obj = make([]float64, len(cols)), make([]float64, len(cols)), make([]float64, len(cols))
+	for j := range lp.ColUpper {
+		lp.ColUpper[j] = math.Inf(1)
 		if j < ne {
-			cb[j].Upper = 1
+			lp.ColUpper[j] = 1
 		}
 	}
-	obj[wCol] = 1
-	x, err := minimise(cols, rb, cb, obj)
+	lp.Obj[wCol] = 1
+	x, err := minimise(lp)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,9 @@ package placer
 import (
 	"context"
 	"fmt"
+	"github.com/opplace/opplace/internal/cbc"
 	"math"
 	"time"
-
-	"github.com/lanl/clp"
 
 	"github.com/opplace/opplace/graph"
 	"github.com/opplace/opplace/sim"
@@ -235,13 +234,13 @@ func (lp *favLP) solve() ([]float64, error) {
 	ne := len(lp.edges)
 	sCol := func(op graph.OpID) int { return ne + int(op) }
 	wCol := ne + lp.n
-	cols := make([][]clp.Nonzero, wCol+1)
-	var rows []clp.Bounds
+	prog := &cbc.Problem{Cols: make([][]cbc.Entry, wCol+1)}
+	cols := prog.Cols
 	row := func(upper float64) int {
-		rows = append(rows, clp.Bounds{Lower: math.Inf(-1), Upper: upper})
-		return len(rows) - 1
+		prog.RowLower, prog.RowUpper = append(prog.RowLower, math.Inf(-1)), append(prog.RowUpper, upper)
+		return len(prog.RowLower) - 1
 	}
-	add := func(col, r int, v float64) { cols[col] = append(cols[col], clp.Nonzero{Index: r, Value: v}) }
+	add := func(col, r int, v float64) { cols[col] = append(cols[col], cbc.Entry{Row: r, Value: v}) }
 	// s_i - s_j + c_ij x_ij <= -p_i
 	for e, ed := range lp.edges {
 		r := row(-lp.weight[ed.from])
@@ -267,20 +266,19 @@ func (lp *favLP) solve() ([]float64, error) {
 		add(sCol(graph.OpID(i)), r, 1)
 		add(wCol, r, -1)
 	}
-	cb := make([]clp.Bounds, len(cols))
-	obj := make([]float64, len(cols))
-	for j := range cb {
+	prog.ColLower, prog.ColUpper, prog.Obj = make([]float64, len(cols)), make([]float64, len(cols)), make([]float64, len(cols))
+	for j := range prog.ColLower {
 		switch {
 		case j < ne:
-			cb[j] = clp.Bounds{Lower: 0, Upper: 1}
+			prog.ColUpper[j] = 1
 		case j < wCol:
-			cb[j] = clp.Bounds{Lower: 0, Upper: math.Inf(1)}
+			prog.ColUpper[j] = math.Inf(1)
 		default:
-			cb[j] = clp.Bounds{Lower: math.Inf(-1), Upper: math.Inf(1)}
+			prog.ColLower[j], prog.ColUpper[j] = math.Inf(-1), math.Inf(1)
 		}
 	}
-	obj[wCol] = 1
-	x, err := minimise(cols, rows, cb, obj)
+	prog.Obj[wCol] = 1
+	x, err := minimise(prog)
 	if err != nil {
 		return nil, fmt.Errorf("m-sct-baechi: the favourite-child LP (%d ops, %d edges): %w", lp.n, ne, err)
 	}

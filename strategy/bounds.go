@@ -3,15 +3,13 @@ package strategy
 import (
 	"cmp"
 	"fmt"
+	"github.com/opplace/opplace/internal/cbc"
 	"math"
 	"slices"
 	"sync"
 
-	"github.com/lanl/clp"
-
 	"github.com/opplace/opplace/cluster"
 	"github.com/opplace/opplace/graph"
-	"github.com/opplace/opplace/placer"
 )
 
 // BoundPart is one named lower bound on the step of a family's plans.
@@ -626,52 +624,51 @@ func solveLPBound(p *Problem) BoundPart {
 	// class its time (≤ 0, T moved left) and its memory (≤ 1, scaled by
 	// the class's memory). Columns: each group's fraction on each class
 	// it may run on, then T in units of the total work.
-	rows := make([]clp.Bounds, 0, len(groups)+2*nc)
+	lp := &cbc.Problem{}
+	row := func(lo, hi float64) { lp.RowLower, lp.RowUpper = append(lp.RowLower, lo), append(lp.RowUpper, hi) }
 	for range groups {
-		rows = append(rows, clp.Bounds{Lower: 1, Upper: math.Inf(1)})
+		row(1, math.Inf(1))
 	}
 	mem := make([]float64, nc)
 	for c, cl := range classes {
 		for _, d := range cl {
 			mem[c] += float64(t.Cluster.Devices[d].Memory)
 		}
-		rows = append(rows, clp.Bounds{Lower: math.Inf(-1), Upper: 0}, clp.Bounds{Lower: math.Inf(-1), Upper: 1})
+		row(math.Inf(-1), 0)
+		row(math.Inf(-1), 1)
 	}
-	var cols [][]clp.Nonzero
-	var bounds []clp.Bounds
-	var obj []float64
+	column := func(col []cbc.Entry, obj float64) {
+		lp.Cols = append(lp.Cols, col)
+		lp.ColLower, lp.ColUpper, lp.Obj = append(lp.ColLower, 0), append(lp.ColUpper, math.Inf(1)), append(lp.Obj, obj)
+	}
 	for i, gr := range groups {
 		for c := range classes {
 			if !gr.runs[c] {
 				continue
 			}
-			col := []clp.Nonzero{{Index: i, Value: 1}}
+			col := []cbc.Entry{{Row: i, Value: 1}}
 			var memBytes float64
 			if gr.work > 0 {
-				col = append(col, clp.Nonzero{Index: len(groups) + 2*c, Value: gr.rho[c] * gr.work / total})
+				col = append(col, cbc.Entry{Row: len(groups) + 2*c, Value: gr.rho[c] * gr.work / total})
 				memBytes = gr.sigma * gr.work
 			} else {
 				memBytes = gr.res
 			}
 			if memBytes > 0 {
-				col = append(col, clp.Nonzero{Index: len(groups) + 2*c + 1, Value: memBytes / mem[c]})
+				col = append(col, cbc.Entry{Row: len(groups) + 2*c + 1, Value: memBytes / mem[c]})
 			}
-			cols = append(cols, col)
-			bounds = append(bounds, clp.Bounds{Lower: 0, Upper: math.Inf(1)})
-			obj = append(obj, 0)
+			column(col, 0)
 		}
 	}
-	var tcol []clp.Nonzero
+	var tcol []cbc.Entry
 	for c, cl := range classes {
-		tcol = append(tcol, clp.Nonzero{Index: len(groups) + 2*c, Value: -float64(len(cl))})
+		tcol = append(tcol, cbc.Entry{Row: len(groups) + 2*c, Value: -float64(len(cl))})
 	}
-	cols = append(cols, tcol)
-	bounds = append(bounds, clp.Bounds{Lower: 0, Upper: math.Inf(1)})
-	obj = append(obj, 1)
-	x, err := placer.MinimiseLP(cols, rows, bounds, obj)
+	column(tcol, 1)
+	sol, err := cbc.SolveLP(lp)
 	if err != nil {
 		return BoundPart{Note: fmt.Sprintf("skipped: %v (no plan fits when the LP is infeasible)", err)}
 	}
-	T := x[len(x)-1] * total * (1 - 1e-6)
+	T := sol.X[len(sol.X)-1] * total * (1 - 1e-6)
 	return BoundPart{Seconds: T, Note: fmt.Sprintf("%d op groups × %d device classes", len(groups), nc)}
 }

@@ -1,9 +1,11 @@
 // Package cbc is a thin cgo layer over COIN-OR Cbc's C interface
 // (Debian coinor-libcbc-dev): load a mixed-integer program in column form,
 // mark integer columns, give a starting solution and a time limit, solve,
-// and read back the incumbent and the proven bound.
+// and read back the incumbent and the proven bound. SolveLP solves a
+// linear program with Clp's dual simplex, through Clp's C interface.
 //
-// Only what opplace's exact placer needs is wrapped. Every call copies its
+// Only what opplace's exact placer, tensor-parallel splits and linear
+// programs need is wrapped. Every call copies its
 // arguments into C memory, so Go slices are never retained by the solver.
 package cbc
 
@@ -146,32 +148,83 @@ func (p *Problem) check() error {
 }
 
 // solveHere runs Cbc on p in this process.
+// arrays is a problem in C memory, as Cbc's and Clp's loadProblem take
+// it: the matrix in compressed column form, the bounds and the objective.
+type arrays struct {
+	start, index                           *C.int
+	value, collb, colub, obj, rowlb, rowub *C.double
+}
+
+// load copies p into C memory, in one pass (a column at a time through
+// a C++ matrix's appendCol costs a reallocation per column: seconds on
+// m-SCT's LP of GPT-2 XL).
+func load(p *Problem) *arrays {
+	nc := len(p.Cols)
+	nnz := p.nonzeros()
+	a := &arrays{start: cInts(nc + 1), index: cInts(max(nnz, 1)), value: cDoubles(max(nnz, 1))}
+	k := 0
+	for j, c := range p.Cols {
+		setInt(a.start, j, k)
+		for _, e := range c {
+			setInt(a.index, k, e.Row)
+			setDouble(a.value, k, e.Value)
+			k++
+		}
+	}
+	setInt(a.start, nc, k)
+	a.collb, a.colub, a.obj = cCopy(p.ColLower), cCopy(p.ColUpper), cCopy(p.Obj)
+	a.rowlb, a.rowub = cCopy(p.RowLower), cCopy(p.RowUpper)
+	return a
+}
+
+// free releases a's C memory.
+func (a *arrays) free() {
+	C.free(unsafe.Pointer(a.start))
+	C.free(unsafe.Pointer(a.index))
+	for _, ptr := range []*C.double{a.value, a.collb, a.colub, a.obj, a.rowlb, a.rowub} {
+		C.free(unsafe.Pointer(ptr))
+	}
+}
+
+// SolveLP solves p as a linear program (Integer, Start and the limits on
+// nodes and cuts ignored; MaxSeconds kept) with Clp's dual simplex, and
+// returns its optimum, or an error saying Clp proved none. Clp's models
+// are independent, so LPs solve side by side, unlike Solve's programs.
+func SolveLP(p *Problem) (*Solution, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	a := load(p)
+	defer a.free()
+	nc, nr := len(p.Cols), len(p.RowLower)
+	m := C.Clp_newModel()
+	defer C.Clp_deleteModel(m)
+	C.Clp_setLogLevel(m, 0)
+	C.Clp_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(a.start)), a.index, a.value, a.collb, a.colub, a.obj, a.rowlb, a.rowub)
+	if p.MaxSeconds > 0 {
+		C.Clp_setMaximumSeconds(m, C.double(p.MaxSeconds))
+	}
+	C.Clp_dual(m, 0)
+	if C.Clp_isProvenOptimal(m) == 0 {
+		return nil, fmt.Errorf("Clp status %d, not optimal", int(C.Clp_status(m)))
+	}
+	x := C.Clp_getColSolution(m)
+	sol := &Solution{Status: Optimal, X: make([]float64, nc), Objective: float64(C.Clp_objectiveValue(m))}
+	for j := range sol.X {
+		sol.X[j] = getDouble(x, j)
+	}
+	sol.Bound = sol.Objective
+	return sol, nil
+}
+
 func solveHere(p *Problem) (*Solution, error) {
 	solving.Lock()
 	defer solving.Unlock()
 	nc, nr := len(p.Cols), len(p.RowLower)
-	nnz := p.nonzeros()
-	start := cInts(nc + 1)
-	index := cInts(max(nnz, 1))
-	value := cDoubles(max(nnz, 1))
-	defer C.free(unsafe.Pointer(start))
-	defer C.free(unsafe.Pointer(index))
-	defer C.free(unsafe.Pointer(value))
-	k := 0
-	for j, c := range p.Cols {
-		setInt(start, j, k)
-		for _, e := range c {
-			setInt(index, k, e.Row)
-			setDouble(value, k, e.Value)
-			k++
-		}
-	}
-	setInt(start, nc, k)
-	collb, colub, obj := cCopy(p.ColLower), cCopy(p.ColUpper), cCopy(p.Obj)
-	rowlb, rowub := cCopy(p.RowLower), cCopy(p.RowUpper)
-	for _, ptr := range []*C.double{collb, colub, obj, rowlb, rowub} {
-		defer C.free(unsafe.Pointer(ptr))
-	}
+	a := load(p)
+	defer a.free()
+	start, index, value := a.start, a.index, a.value
+	collb, colub, obj, rowlb, rowub := a.collb, a.colub, a.obj, a.rowlb, a.rowub
 
 	if p.RelaxFirst {
 		if sol := relaxed(p, start, index, value, collb, colub, obj, rowlb, rowub); sol != nil {

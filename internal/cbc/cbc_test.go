@@ -147,3 +147,45 @@ func TestRelaxFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestSolveLP solves a knapsack's linear relaxation (integer columns
+// relaxed), whose optimum is known by hand: capacity 6, items taken by
+// value per weight (1.5, 1.33, 1.25, 1.2), the first two whole and a
+// quarter of the third, for 3 + 4 + 1.25 = 8.25 (maximised as a
+// minimisation of -value). An infeasible
+// LP is an error, and so is a problem whose arrays disagree.
+func TestSolveLP(t *testing.T) {
+	w := []float64{2, 3, 4, 5}
+	v := []float64{3, 4, 5, 6}
+	p := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{6}}
+	for j := range w {
+		p.Cols = append(p.Cols, []Entry{{0, w[j]}})
+		p.ColLower = append(p.ColLower, 0)
+		p.ColUpper = append(p.ColUpper, 1)
+		p.Obj = append(p.Obj, -v[j])
+		p.Integer = append(p.Integer, j)
+	}
+	sol, err := SolveLP(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{1, 1, 0.25, 0}
+	if sol.Status != Optimal || math.Abs(sol.Objective+8.25) > 1e-9 {
+		t.Fatalf("got %+v, want optimal -8.25", sol)
+	}
+	for j := range want {
+		if math.Abs(sol.X[j]-want[j]) > 1e-9 {
+			t.Fatalf("x = %v, want %v", sol.X, want)
+		}
+	}
+	infeasible := &Problem{
+		Cols: [][]Entry{{{0, 1}}}, ColLower: []float64{0}, ColUpper: []float64{1},
+		Obj: []float64{1}, RowLower: []float64{2}, RowUpper: []float64{Inf},
+	}
+	if _, err := SolveLP(infeasible); err == nil {
+		t.Fatal("an infeasible LP solved")
+	}
+	if _, err := SolveLP(&Problem{Cols: [][]Entry{{}}}); err == nil {
+		t.Fatal("accepted a problem without bounds")
+	}
+}
