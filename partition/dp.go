@@ -678,12 +678,12 @@ func skipHeavyRest(l *lattice, d int32, maxTotal, maxStage int, fM, bound float6
 // bounds prune hard, so this is much faster than one search under a loose
 // heuristic bound.
 //
-// When the first bounds find nothing, it asks once whether anything fits
+// When the first bound finds nothing, it asks once whether anything fits
 // at all (the search under ub, which it would end with anyway): a split
 // that no bound lets fit (its stages overflow memory at this micro-batch
-// count) then costs four searches, not the forty-one of the whole
-// ladder. Otherwise the ladder goes on, and the answer under ub is kept
-// for its end.
+// count) then costs two searches, not the forty-one of the whole ladder.
+// Otherwise the ladder goes on, and the answer under ub is kept for its
+// end.
 func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time, work *int64) (*solution, error) {
 	full := l.full()
 	lb := (l.fast[full]/float64(M) + l.launch[full]) / float64(p.Costs.NumDevices())
@@ -700,7 +700,7 @@ func solveBounded(p *Problem, l *lattice, M int, ub float64, deadline time.Time,
 		if s != nil && s.value <= b*(1+1e-9) {
 			return s, nil
 		}
-		if i == 2 {
+		if i == 0 {
 			if loose, err = solve(p, l, M, ub, deadline, work); err != nil || loose == nil {
 				return nil, err
 			}
