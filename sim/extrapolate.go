@@ -20,10 +20,11 @@ import (
 // plan asks for its timeline (Plan.Record): what a trace or a view draws
 // is always simulated run by run.
 
-// extrapolation is the settled figure's tolerance: two increments of a
-// time agree when they differ by less than this share of the step (float
-// rounding of event times is some 1e-15 of the step; a step that has not
-// settled differs by a share of a micro-batch's time).
+// extrapolation bounds how far an extrapolated time may stray, as a share
+// of the step: two increments of a time must agree within this share of
+// the step over the micro-batches added (float rounding of event times
+// is some 1e-15 of the step; a step that has not settled differs by a
+// share of a micro-batch's time).
 const extrapolation = 1e-9
 
 // extrapolatedAt is the micro-batch count m from which a step of plan p,
@@ -56,10 +57,12 @@ func (sm *Simulator) extrapolate(p *Plan, opStage []int, stages []Stage) *Result
 
 // extend is the result of runs[2] with k more micro-batches, each adding
 // what the one before runs[2]'s last added, or nil when runs[0] to
-// runs[1] and runs[1] to runs[2] differ in any figure's increment.
+// runs[1] and runs[1] to runs[2] differ in any figure's increment (a
+// time's by more than extrapolation's share of the step over k, so that
+// k increments stray by no more than that share).
 func extend(runs [3]*Result, k int) *Result {
 	a, b, c := runs[0].figures(), runs[1].figures(), runs[2].figures()
-	tol := extrapolation * runs[2].Step
+	tol := extrapolation * runs[2].Step / float64(max(k, 1))
 	for i := range c.times {
 		if math.Abs((*c.times[i]-*b.times[i])-(*b.times[i]-*a.times[i])) > tol {
 			return nil

@@ -10,16 +10,8 @@ import (
 // weights 2, 3, 4, 5, capacity 5, values 3, 4, 5, 6: take items 0 and 1
 // for value 7 (maximised as a minimisation of -value).
 func TestKnapsack(t *testing.T) {
-	w := []float64{2, 3, 4, 5}
-	v := []float64{3, 4, 5, 6}
-	p := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{5}, MaxSeconds: 10}
-	for j := range w {
-		p.Cols = append(p.Cols, []Entry{{0, w[j]}})
-		p.ColLower = append(p.ColLower, 0)
-		p.ColUpper = append(p.ColUpper, 1)
-		p.Obj = append(p.Obj, -v[j])
-		p.Integer = append(p.Integer, j)
-	}
+	p := knapsack(5)
+	p.MaxSeconds = 10
 	p.Start = []float64{0, 0, 0, 1} // feasible, value 6
 	sol, err := Solve(p)
 	if err != nil {
@@ -34,6 +26,22 @@ func TestKnapsack(t *testing.T) {
 			t.Fatalf("x = %v, want %v", sol.X, want)
 		}
 	}
+}
+
+// knapsack is the 0/1 knapsack of weights 2, 3, 4, 5 and values 3, 4,
+// 5, 6 under capacity, as the minimisation of -value.
+func knapsack(capacity float64) *Problem {
+	w := []float64{2, 3, 4, 5}
+	v := []float64{3, 4, 5, 6}
+	p := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{capacity}}
+	for j := range w {
+		p.Cols = append(p.Cols, []Entry{{0, w[j]}})
+		p.ColLower = append(p.ColLower, 0)
+		p.ColUpper = append(p.ColUpper, 1)
+		p.Obj = append(p.Obj, -v[j])
+		p.Integer = append(p.Integer, j)
+	}
+	return p
 }
 
 func TestInfeasible(t *testing.T) {
@@ -155,17 +163,7 @@ func TestRelaxFirst(t *testing.T) {
 // minimisation of -value). An infeasible
 // LP is an error, and so is a problem whose arrays disagree.
 func TestSolveLP(t *testing.T) {
-	w := []float64{2, 3, 4, 5}
-	v := []float64{3, 4, 5, 6}
-	p := &Problem{RowLower: []float64{-Inf}, RowUpper: []float64{6}}
-	for j := range w {
-		p.Cols = append(p.Cols, []Entry{{0, w[j]}})
-		p.ColLower = append(p.ColLower, 0)
-		p.ColUpper = append(p.ColUpper, 1)
-		p.Obj = append(p.Obj, -v[j])
-		p.Integer = append(p.Integer, j)
-	}
-	sol, err := SolveLP(p)
+	sol, err := SolveLP(knapsack(6))
 	if err != nil {
 		t.Fatal(err)
 	}
