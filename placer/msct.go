@@ -141,11 +141,11 @@ func sctLP(p *Problem, gg *groupGraph) ([]float64, error) {
 		}
 	}
 	lp.Obj[wCol] = 1
-	x, err := minimise(lp)
+	sol, err := cbc.SolveLP(lp)
 	if err != nil {
 		return nil, err
 	}
-	return x[:ne], nil
+	return sol.X[:ne], nil
 }
 
 // favourites maps the LP's favourite edges to ops: fav[op] is op's

@@ -278,11 +278,11 @@ func (lp *favLP) solve() ([]float64, error) {
 		}
 	}
 	prog.Obj[wCol] = 1
-	x, err := minimise(prog)
+	sol, err := cbc.SolveLP(prog)
 	if err != nil {
 		return nil, fmt.Errorf("m-sct-baechi: the favourite-child LP (%d ops, %d edges): %w", lp.n, ne, err)
 	}
-	return x[:ne], nil
+	return sol.X[:ne], nil
 }
 
 // favourites is SCT._assign_favorite_child on x rounded as

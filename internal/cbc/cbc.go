@@ -196,24 +196,10 @@ func SolveLP(p *Problem) (*Solution, error) {
 	}
 	a := load(p)
 	defer a.free()
-	nc, nr := len(p.Cols), len(p.RowLower)
-	m := C.Clp_newModel()
-	defer C.Clp_deleteModel(m)
-	C.Clp_setLogLevel(m, 0)
-	C.Clp_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(a.start)), a.index, a.value, a.collb, a.colub, a.obj, a.rowlb, a.rowub)
-	if p.MaxSeconds > 0 {
-		C.Clp_setMaximumSeconds(m, C.double(p.MaxSeconds))
+	sol, status := dual(p, a)
+	if sol == nil {
+		return nil, fmt.Errorf("Clp status %d, not optimal", status)
 	}
-	C.Clp_dual(m, 0)
-	if C.Clp_isProvenOptimal(m) == 0 {
-		return nil, fmt.Errorf("Clp status %d, not optimal", int(C.Clp_status(m)))
-	}
-	x := C.Clp_getColSolution(m)
-	sol := &Solution{Status: Optimal, X: make([]float64, nc), Objective: float64(C.Clp_objectiveValue(m))}
-	for j := range sol.X {
-		sol.X[j] = getDouble(x, j)
-	}
-	sol.Bound = sol.Objective
 	return sol, nil
 }
 
@@ -223,17 +209,15 @@ func solveHere(p *Problem) (*Solution, error) {
 	nc, nr := len(p.Cols), len(p.RowLower)
 	a := load(p)
 	defer a.free()
-	start, index, value := a.start, a.index, a.value
-	collb, colub, obj, rowlb, rowub := a.collb, a.colub, a.obj, a.rowlb, a.rowub
 
 	if p.RelaxFirst {
-		if sol := relaxed(p, start, index, value, collb, colub, obj, rowlb, rowub); sol != nil {
+		if sol := relaxed(p, a); sol != nil {
 			return sol, nil
 		}
 	}
 	m := C.Cbc_newModel()
 	defer C.Cbc_deleteModel(m)
-	C.Cbc_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(start)), index, value, collb, colub, obj, rowlb, rowub)
+	C.Cbc_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(a.start)), a.index, a.value, a.collb, a.colub, a.obj, a.rowlb, a.rowub)
 	for _, j := range p.Integer {
 		C.Cbc_setInteger(m, C.int(j))
 	}
@@ -308,38 +292,46 @@ func solveHere(p *Problem) (*Solution, error) {
 // solution's integer column counts as whole (Cbc's integer tolerance).
 const integral = 1e-6
 
-// relaxed solves p's linear relaxation, given in C arrays as solveHere
-// made them, and returns its optimum when every integer column is
+// relaxed solves p's linear relaxation, loaded in a, and returns its
+// optimum when every integer column is
 // integral there: nil when it is not, or when the LP did not reach a
 // proven optimum (time limit, numerical trouble).
-func relaxed(p *Problem, start, index *C.int, value, collb, colub, obj, rowlb, rowub *C.double) *Solution {
+func relaxed(p *Problem, a *arrays) *Solution {
+	sol, _ := dual(p, a)
+	if sol == nil {
+		return nil
+	}
+	for _, j := range p.Integer {
+		if v := sol.X[j]; math.Abs(v-math.Round(v)) > integral {
+			return nil
+		}
+	}
+	return sol
+}
+
+// dual solves the linear relaxation of p, loaded in a, with Clp's dual
+// simplex within p.MaxSeconds: its optimum, or nil and Clp's status when
+// Clp proved none.
+func dual(p *Problem, a *arrays) (*Solution, int) {
 	nc, nr := len(p.Cols), len(p.RowLower)
 	m := C.Clp_newModel()
 	defer C.Clp_deleteModel(m)
 	C.Clp_setLogLevel(m, 0)
-	C.Clp_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(start)), index, value, collb, colub, obj, rowlb, rowub)
+	C.Clp_loadProblem(m, C.int(nc), C.int(nr), (*C.CoinBigIndex)(unsafe.Pointer(a.start)), a.index, a.value, a.collb, a.colub, a.obj, a.rowlb, a.rowub)
 	if p.MaxSeconds > 0 {
 		C.Clp_setMaximumSeconds(m, C.double(p.MaxSeconds))
 	}
 	C.Clp_dual(m, 0)
-	if C.Clp_isProvenOptimal(m) == 0 {
-		return nil
-	}
 	x := C.Clp_getColSolution(m)
-	if x == nil {
-		return nil
-	}
-	for _, j := range p.Integer {
-		if v := getDouble(x, j); math.Abs(v-math.Round(v)) > integral {
-			return nil
-		}
+	if C.Clp_isProvenOptimal(m) == 0 || x == nil {
+		return nil, int(C.Clp_status(m))
 	}
 	sol := &Solution{Status: Optimal, X: make([]float64, nc), Objective: float64(C.Clp_objectiveValue(m))}
 	for j := range sol.X {
 		sol.X[j] = getDouble(x, j)
 	}
 	sol.Bound = sol.Objective
-	return sol
+	return sol, 0
 }
 
 func param(m unsafe.Pointer, name, value string) {
