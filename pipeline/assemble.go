@@ -82,15 +82,25 @@ func assemble(_ context.Context, r *run) error {
 		}
 		breakdown = memoryBreakdown(fg, fpl, len(c.Devices))
 	}
+	curves := map[*sim.MemorySample][]plan.MemorySample{} // replicas share their first's samples
 	for i, d := range c.Devices {
 		var b *plan.MemoryBreakdown
 		if breakdown != nil {
 			b = breakdown[i]
 		}
+		var curve []plan.MemorySample
+		if samples := res.Memory[i]; len(samples) > 0 {
+			cv, ok := curves[&samples[0]]
+			if !ok {
+				cv = memoryCurve(samples, res.Step)
+				curves[&samples[0]] = cv
+			}
+			curve = slices.Clone(cv)
+		}
 		p.Devices = append(p.Devices, plan.Device{Breakdown: b,
 			Name: d.Name, Type: d.Type.Name, Host: c.Hosts[d.Host].Name,
 			MemoryBytes: d.Memory, PeakMemoryBytes: res.PeakMemory[i], ResidentBytes: res.ResidentMemory[i],
-			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i], Memory: memoryCurve(res.Memory[i], res.Step),
+			BusyMS: plan.MS(res.Busy[i]), Ops: opsOn[i], Memory: curve,
 		})
 	}
 	if r.rules != nil {

@@ -369,10 +369,11 @@ func writeJSON(w io.Writer, p *Plan) error {
 }
 
 // valueEncoder renders values as a json.Encoder with SetIndent(prefix,
-// "  ") does, without the trailing newline, reusing its buffer.
+// "  ") does, without the trailing newline, reusing its buffers.
 type valueEncoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder
+	out []byte
 }
 
 // encode renders v at an indentation depth: lines after the first start
@@ -382,12 +383,67 @@ func (e *valueEncoder) encode(v reflect.Value, prefix string) ([]byte, error) {
 		e.enc = json.NewEncoder(&e.buf)
 	}
 	e.buf.Reset()
-	e.enc.SetIndent(prefix, "  ")
 	if err := e.enc.Encode(v.Interface()); err != nil {
 		return nil, err
 	}
 	b := e.buf.Bytes()
-	return b[:len(b)-1], nil
+	e.out = indent(e.out[:0], b[:len(b)-1], prefix, "  ")
+	return e.out, nil
+}
+
+// indent appends the compact JSON src to dst as json.Indent lays it out
+// (an empty object or array stays {} or []), in one pass over the bytes
+// where json.Indent runs its scanner on each: src is the encoder's own
+// output, valid and without spaces outside strings. A plan of a large
+// step lists millions of op runs.
+func indent(dst, src []byte, prefix, unit string) []byte {
+	depth := 0
+	open := false // after { or [: the line break waits for what comes
+	newline := func() {
+		dst = append(dst, '\n')
+		dst = append(dst, prefix...)
+		for range depth {
+			dst = append(dst, unit...)
+		}
+	}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if open && c != '}' && c != ']' {
+			open = false
+			depth++
+			newline()
+		}
+		switch c {
+		case '"':
+			j := i + 1
+			for ; j < len(src) && src[j] != '"'; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			dst = append(dst, src[i:j+1]...)
+			i = j
+		case '{', '[':
+			open = true
+			dst = append(dst, c)
+		case ',':
+			dst = append(dst, c)
+			newline()
+		case ':':
+			dst = append(dst, c, ' ')
+		case '}', ']':
+			if open {
+				open = false
+			} else {
+				depth--
+				newline()
+			}
+			dst = append(dst, c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // elementChunk is how many elements of a top-level array one goroutine

@@ -31,6 +31,10 @@ import (
 // that syncs has run once: the step is no shorter than that release
 // plus every sync on the stream.
 //
+// And each device runs its slots of the stages' schedule (SlotOrder) one
+// after another, so the drain of a pipeline is counted as slotBound
+// counts it.
+//
 // Transfers, collectives other than tensor-parallel syncs, and idle
 // time are left out, which only lengthen the step. It costs a pass over
 // the ops and a sort per device, where Run costs one pass per
@@ -80,6 +84,8 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 		}
 		release[op] = r
 	}
+	perRun := make([]float64, n) // one run and the recomputation before it
+	copy(perRun, one)
 	if rc := s.rc; rc != nil {
 		for sg, ts := range rc.tensors {
 			first := graph.NoOp
@@ -92,6 +98,7 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			}
 			if first != graph.NoOp {
 				work[first] += rc.time[sg] * float64(M)
+				perRun[first] += rc.time[sg]
 			}
 		}
 	}
@@ -112,6 +119,7 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			most = max(most, release[op]+after)
 		}
 	}
+	most = max(most, s.slotBound(p.Schedule, one, perRun))
 	return max(most, s.streamBound(release, one, M)), nil
 }
 

@@ -61,6 +61,10 @@ type links struct {
 	free []float64
 	// channelsBuf backs the channel list of one transfer or collective.
 	channelsBuf [6]int
+	// readers[t] lists, in order, the devices other than its producer's
+	// that read tensor t, worked out at its first instance (readersOf).
+	readers     [][]int32
+	readersDone []bool
 }
 
 // occupy takes channels res for dur seconds from when all are free, no

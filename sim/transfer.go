@@ -79,14 +79,8 @@ func (s *state) final(inst int32, d int, now float64) {
 		s.maybeFree(inst, d, now)
 		return
 	}
-	var devs []int
-	for _, c := range s.consumers[t] {
-		if cd := s.dev[c]; cd != d && !slices.Contains(devs, cd) {
-			devs = append(devs, cd)
-		}
-	}
-	slices.Sort(devs)
-	for _, cd := range devs {
+	for _, c32 := range s.readersOf(t, d) {
+		cd := int(c32)
 		bytes, dur := s.transfer(t, d, cd)
 		start, end := s.occupy(Channels(s.c, d, cd, s.channelsBuf[:]), now, dur)
 		s.left[s.leftAt(inst, d)]++ // the source copy lives until sent
@@ -99,6 +93,30 @@ func (s *state) final(inst int32, d int, now float64) {
 	}
 	s.arrivedLocal(inst, d)
 	s.maybeFree(inst, d, now)
+}
+
+// readersOf is the devices other than d that read t, in order: worked
+// out once per tensor, for d its producer's device, where every
+// instance of t is made.
+func (s *state) readersOf(t graph.TensorID, d int) []int32 {
+	if s.readers == nil {
+		s.readers = make([][]int32, len(s.g.Tensors))
+		s.readersDone = make([]bool, len(s.g.Tensors))
+	}
+	if s.readersDone[t] {
+		return s.readers[t]
+	}
+	var devs []int32
+	for _, c := range s.consumers[t] {
+		if cd := int32(s.dev[c]); int(cd) != d && !slices.Contains(devs, cd) {
+			devs = append(devs, cd)
+		}
+	}
+	slices.Sort(devs)
+	if p := s.g.Tensors[t].Producer; p != graph.NoOp && s.dev[p] == d {
+		s.readers[t], s.readersDone[t] = devs, true
+	}
+	return devs
 }
 
 // sendBuffer counts one more gradient of a buffer final and, once all

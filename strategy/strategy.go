@@ -131,6 +131,14 @@ func (p *Problem) Simulate(pl *sim.Plan) (*sim.Result, error) {
 	return res, err
 }
 
+// computeBound is sim.ComputeBound of pl, 0 without a simulator.
+func (p *Problem) computeBound(pl *sim.Plan) (float64, error) {
+	if p.simulator == nil {
+		return 0, nil
+	}
+	return p.simulator.ComputeBound(pl)
+}
+
 // checkBounds makes every simulation also check that sim.ComputeBound,
 // which the judge prunes by, is no longer than the step: on in test
 // binaries.

@@ -314,6 +314,9 @@ func (s tensorParallel) proposeGroups(ctx context.Context, p *Problem, groups []
 				pl := single(r)
 				pl.MicroBatches = m
 				pl.Stages[0].Sharding, pl.Stages[0].Recompute = z, rc
+				if lb, err := p.computeBound(pl); err == nil && lb >= best {
+					break // no shorter than a plan that fits, nor are more micro-batches
+				}
 				res, err := p.Simulate(pl)
 				notes := []string{shape}
 				if m > 1 {
