@@ -121,6 +121,10 @@ func place(ctx context.Context, r *run) error {
 type recording struct{ strategy.Strategy }
 
 func (s recording) Propose(ctx context.Context, p *strategy.Problem) ([]strategy.Proposal, error) {
+	if !p.Record {
+		p.Record = true // the list placers' judged placement
+		defer func() { p.Record = false }()
+	}
 	props, err := s.Strategy.Propose(ctx, p)
 	for i := range props {
 		if pl := props[i].Plan; pl != nil && props[i].Sim == nil && !pl.Record {

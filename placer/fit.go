@@ -67,7 +67,7 @@ func placeFitting(p *Problem, place func(*listState) (sim.Placement, error)) (si
 		for d := range predicted {
 			predicted[d] = s.mem[d].peak(0, math.Inf(1))
 		}
-		res, err := p.Simulate(pl)
+		res, err := sim.Run(p.Costs, p.Adj, p.Order, &sim.Plan{Placement: pl, Record: p.Record})
 		if err != nil {
 			return sim.Placement{}, nil, err
 		}

@@ -31,6 +31,10 @@ type Problem struct {
 	// adds to the objective plans are chosen by (see Penalty). The list
 	// placers weigh it into their choice of device.
 	Prefer []Preference
+	// Record has the list placers simulate their placement with its
+	// timeline recorded (sim.Plan.Record): set while the one strategy of
+	// a plan proposes, so the plan does not simulate it again.
+	Record bool
 }
 
 // Preference is one soft rule on the placed graph: Ops[op] counts the

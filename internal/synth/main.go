@@ -20,12 +20,20 @@
 //
 //     go run ./internal/synth -shape layered -ops 300 -seed 1 > /tmp/l300.json
 //     bin/opplace compare /tmp/l300.json --cluster testdata/clusters/4xSynth-tight.yaml
+//
+//   - wide: the layered DAG with as many ops per layer as layers (-width
+//     defaults to the square root of -ops: 1,000 for 10^6 ops), so a list
+//     placer holds about a thousand ready ops at every step where the
+//     layered default holds six:
+//
+//     go run ./internal/synth -shape wide -ops 1000000 > /tmp/w1m.json
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 
 	"github.com/opplace/opplace/costed"
@@ -36,13 +44,13 @@ func main() {
 	var cfg costedtest.Config
 	var shape, deviceType string
 	var width int
-	flag.StringVar(&shape, "shape", "transformer", "graph shape: transformer or layered")
+	flag.StringVar(&shape, "shape", "transformer", "graph shape: transformer, layered or wide")
 	flag.IntVar(&cfg.Ops, "ops", 10000, "number of ops (exact)")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "random seed: one seed, one graph")
 	flag.IntVar(&cfg.Heads, "heads", 4, "transformer: parallel attention ops per layer")
 	flag.Int64Var(&cfg.ParamBytes, "param-bytes", 1<<30, "transformer: total weight bytes")
 	flag.Int64Var(&cfg.ActivationBytes, "activation-bytes", 2<<30, "transformer: total forward activation bytes")
-	flag.IntVar(&width, "width", costedtest.LayeredWidth, "layered: ops per layer")
+	flag.IntVar(&width, "width", 0, fmt.Sprintf("layered and wide: ops per layer (default %d for layered, the square root of -ops for wide)", costedtest.LayeredWidth))
 	flag.StringVar(&deviceType, "device-type", costedtest.LayeredDeviceType, "layered: the device type the times are for")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -54,10 +62,13 @@ func main() {
 	switch shape {
 	case "transformer":
 		f, err = costedtest.Generate(cfg)
-	case "layered":
+	case "layered", "wide":
+		if width <= 0 && shape == "wide" {
+			width = max(1, int(math.Sqrt(float64(cfg.Ops))))
+		}
 		f, err = costedtest.Layered(costedtest.LayeredConfig{Ops: cfg.Ops, Width: width, Seed: cfg.Seed, DeviceType: deviceType})
 	default:
-		err = fmt.Errorf("-shape %q: want transformer or layered", shape)
+		err = fmt.Errorf("-shape %q: want transformer, layered or wide", shape)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "synth:", err)
