@@ -363,7 +363,21 @@ func (q *stepQuotient) mergeIfSafe(a, b int32, maxSize float64) bool {
 	if q.size(a)+q.size(b) > maxSize {
 		return false
 	}
-	if q.pathAvoidingEdge(a, b) || q.pathAvoidingEdge(b, a) {
+	// The graph is acyclic: along an edge a->b there is no path back
+	// from b to a, and none other from a to b when the edge is a's only
+	// way out or b's only way in (Baechi's rule).
+	_, ab := q.succ[a][b]
+	_, ba := q.succ[b][a]
+	switch {
+	case ab:
+		if len(q.succ[a]) > 1 && len(q.pred[b]) > 1 && q.pathAvoidingEdge(a, b) {
+			return false
+		}
+	case ba:
+		if len(q.succ[b]) > 1 && len(q.pred[a]) > 1 && q.pathAvoidingEdge(b, a) {
+			return false
+		}
+	case q.pathAvoidingEdge(a, b) || q.pathAvoidingEdge(b, a):
 		return false
 	}
 	// The root keeps the larger adjacency.

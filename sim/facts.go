@@ -32,6 +32,10 @@ type facts struct {
 	// the first fully sharded plan (fsdp.go).
 	units func() unitFacts
 
+	// bytes[t] is tensor t's size (graph.Tensor.Bytes), which the
+	// memory books read at every allocation and release.
+	bytes []int64
+
 	consumers [][]graph.OpID     // per tensor, distinct
 	inputs    [][]graph.TensorID // per op, distinct
 	ctrl      [][]graph.OpID     // per op, distinct control deps
@@ -47,6 +51,10 @@ func newFacts(g *graph.Graph, order []graph.OpID) *facts {
 	}
 	f.dedupe(g)
 	f.classify(g, order)
+	f.bytes = make([]int64, len(g.Tensors))
+	for t := range g.Tensors {
+		f.bytes[t] = g.Tensors[t].Bytes()
+	}
 	f.modules = sync.OnceValue(func() []int32 { return moduleIDs(g) })
 	f.units = sync.OnceValue(func() unitFacts { return newUnitFacts(g, f) })
 	return f

@@ -416,7 +416,7 @@ func (s *state) recordCollective(kind CollectiveKind, stage int, devs []int, byt
 // wholeBytes is tensor t's bytes on device d unsharded by ZeRO (divided
 // by a tensor-parallel split as usual).
 func (s *state) wholeBytes(t graph.TensorID, d int) int64 {
-	b := s.g.Tensors[t].Bytes()
+	b := s.bytes[t]
 	if s.divided(t, d) {
 		b = ceilDiv(b, int64(s.tp[d]))
 	}

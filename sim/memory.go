@@ -93,7 +93,7 @@ func (m *memory) leftAt(inst int32, d int) int {
 // memBytes is the size of tensor t's instance on device d.
 func (s *state) memBytes(t graph.TensorID, d int) int64 {
 	tn := &s.g.Tensors[t]
-	b := tn.Bytes()
+	b := s.bytes[t]
 	if s.divided(t, d) {
 		b = ceilDiv(b, int64(s.tp[d]))
 	}
@@ -121,7 +121,7 @@ func (s *state) memBytes(t graph.TensorID, d int) int64 {
 				return 0
 			}
 			for _, m := range buf.members {
-				mb := s.g.Tensors[m].Bytes()
+				mb := s.bytes[m]
 				if s.divided(m, d) {
 					mb = ceilDiv(mb, int64(s.tp[d]))
 				}

@@ -152,7 +152,7 @@ func (s *state) bufferArrived(gb int32, now float64) {
 // transfer is the bytes and time of moving tensor t's instance from a to
 // b: one replica pair's share of a micro-batch.
 func (s *state) transfer(t graph.TensorID, a, b int) (int64, float64) {
-	bytes := s.g.Tensors[t].Bytes()
+	bytes := s.bytes[t]
 	if s.perStep[t] {
 		return bytes, s.t.TensorTransfer(t, a, b)
 	}
