@@ -112,6 +112,9 @@ func retryRecomputing(p *Problem, mode string, modelled bool, props []Proposal) 
 	return mode == "" && !modelled && training(p.Graph) && !slices.ContainsFunc(props, plainFits)
 }
 
+// shrinkTries is how many times shrinking partitions at most.
+const shrinkTries = 3
+
 // shrinking calls try with every device's memory at its capacity
 // (scale 1) and, while the simulator finds the first plan try proposed
 // overflowing a device (its result, nil when it could not run), again
@@ -122,7 +125,7 @@ func retryRecomputing(p *Problem, mode string, modelled bool, props []Proposal) 
 func shrinking(p *Problem, try func(scale float64, attempt int) ([]Proposal, *sim.Result, error)) ([]Proposal, error) {
 	var out []Proposal
 	scale := 1.0
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < shrinkTries; attempt++ {
 		props, res, err := try(scale, attempt)
 		if err != nil {
 			if attempt == 0 {

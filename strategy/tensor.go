@@ -442,7 +442,7 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 		part.opts.Recompute = true
 	}
 	cut := func(part pipelined) ([]Proposal, error) {
-		return shrinking(p, func(scale float64, _ int) ([]Proposal, *sim.Result, error) {
+		return shrinking(p, func(scale float64, attempt int) ([]Proposal, *sim.Result, error) {
 			pp, _, err := part.partition(ctx, virtual, scale)
 			if err != nil {
 				return nil, nil, err
@@ -457,6 +457,13 @@ func (s tensorParallel) pipelined(ctx context.Context, p *Problem, groups [][]in
 			}
 			if len(props) == 0 {
 				return nil, nil, nil
+			}
+			if attempt == shrinkTries-1 && withRecompute(props[0].Plan) == nil {
+				// The last try: no result would shrink the memory
+				// again, and a plan recomputing in every stage has no
+				// recomputing variant to weigh against it. The judge
+				// simulates it where its bound can win.
+				return props, nil, nil
 			}
 			res, _ := p.Simulate(props[0].Plan)
 			props[0].Sim = res
