@@ -42,3 +42,33 @@ func sample() *Plan {
 	return &Plan{Model: "m.onnx", Cluster: "c", Strategy: "auto:m-etf", Devices: []Device{{Name: "gpu0", Memory: []MemorySample{{MS: 1, Bytes: 2}}}},
 		Ops: []Op{{Name: "a/b\"c", Runs: []Run{{MicroBatch: 0, StartMS: 0, EndMS: 0.5}, {MicroBatch: 1, StartMS: 0.5, EndMS: 1}}}}}
 }
+
+// TestOpRunsAsEncodingJSON: an op's runs, rendered directly, come out as
+// the encoder renders them, with the fields after them, names that need
+// escaping, and floats in both of encoding/json's forms.
+func TestOpRunsAsEncodingJSON(t *testing.T) {
+	stage := 2
+	floats := []float64{0, 1, -0.5, 0.096739, 1e-7, 3.5e-9, 1e21, 123456789.125, 1e20, 5e-324}
+	var runs []Run
+	for i, f := range floats {
+		runs = append(runs, Run{MicroBatch: i, StartMS: f, EndMS: -f})
+	}
+	p := &Plan{Model: "m", Ops: []Op{
+		{Name: "a", Runs: runs[:1]},
+		{Name: `x/"<b>"&\n`, Type: "MatMul", Phase: "backward", Device: "g0", StartMS: 1e-7, EndMS: 2e21, Runs: runs, Stage: &stage, Shard: "column", Covers: []string{"q", "k"}},
+		{Name: "plain", EndMS: 3},
+		{Name: "c", Runs: runs[2:4], Covers: []string{"z"}},
+	}}
+	var got, want bytes.Buffer
+	if err := writeJSON(&got, p); err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Errorf("got\n%s\nwant\n%s", got.Bytes(), want.Bytes())
+	}
+}

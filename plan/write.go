@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -371,9 +373,10 @@ func writeJSON(w io.Writer, p *Plan) error {
 // valueEncoder renders values as a json.Encoder with SetIndent(prefix,
 // "  ") does, without the trailing newline, reusing its buffers.
 type valueEncoder struct {
-	buf bytes.Buffer
-	enc *json.Encoder
-	out []byte
+	buf  bytes.Buffer
+	enc  *json.Encoder
+	out  []byte
+	runs []byte // writeOp's
 }
 
 // encode renders v at an indentation depth: lines after the first start
@@ -502,9 +505,16 @@ func encodeRange(w interface {
 	io.StringWriter
 }, fv reflect.Value, lo, hi int) error {
 	var e valueEncoder
+	ops, _ := fv.Interface().([]Op)
 	for k := lo; k < hi; k++ {
 		if k > 0 {
 			w.WriteString(",\n    ")
+		}
+		if ops != nil && len(ops[k].Runs) > 0 {
+			if err := e.writeOp(w, &ops[k]); err != nil {
+				return err
+			}
+			continue
 		}
 		b, err := e.encode(fv.Index(k), "    ")
 		if err != nil {
@@ -513,6 +523,63 @@ func encodeRange(w interface {
 		w.Write(b)
 	}
 	return nil
+}
+
+// writeOp writes an element of the plan's op list that has runs as the
+// encoder would: the op without its runs through the encoder, and its
+// runs, which a step of many micro-batches holds millions of, rendered
+// directly into the place the encoder gives them (after end_ms).
+func (e *valueEncoder) writeOp(w io.Writer, op *Op) error {
+	c := *op
+	c.Runs = nil
+	b, err := e.encode(reflect.ValueOf(c), "    ")
+	if err != nil {
+		return err
+	}
+	const endKey = "\n      \"end_ms\": "
+	i := bytes.Index(b, []byte(endKey))
+	if i < 0 {
+		return fmt.Errorf("plan: op %q rendered without end_ms", op.Name)
+	}
+	i += len(endKey)
+	for i < len(b) && b[i] != ',' && b[i] != '\n' {
+		i++
+	}
+	out := append(e.runs[:0], b[:i]...)
+	out = append(out, ",\n      \"runs\": ["...)
+	for k, r := range op.Runs {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, "\n        {\n          \"micro_batch\": "...)
+		out = strconv.AppendInt(out, int64(r.MicroBatch), 10)
+		out = append(out, ",\n          \"start_ms\": "...)
+		out = appendJSONFloat(out, r.StartMS)
+		out = append(out, ",\n          \"end_ms\": "...)
+		out = appendJSONFloat(out, r.EndMS)
+		out = append(out, "\n        }"...)
+	}
+	out = append(out, "\n      ]"...)
+	out = append(out, b[i:]...)
+	e.runs = out
+	_, err = w.Write(out)
+	return err
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64: the
+// shortest decimal that reads back as f, in exponent form below 1e-6 and
+// from 1e21, with the exponent's leading zero dropped.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1]
+		b = b[:n-1]
+	}
+	return b
 }
 
 // emptyJSON is encoding/json's test for omitempty.
