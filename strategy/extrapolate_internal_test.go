@@ -22,24 +22,7 @@ func TestExtrapolatedStepsAreSimulated(t *testing.T) {
 		t.Skip("simulates some hundred steps of GPT-2 small")
 	}
 	_, p := gpt2SmallTrainingOn8xA100(t, 256)
-	var plans []*sim.Plan
-	for _, cfg := range []Config{{}, {Recompute: "all"}, {Sharding: "zero3"}} {
-		for _, name := range []string{"dp", "pipeline:pipedream", "pipeline:gpipe", "tensor"} {
-			s, err := New(name, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			props, err := s.Propose(context.Background(), p)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			for _, pr := range props {
-				if pr.Plan != nil {
-					plans = append(plans, pr.Plan)
-				}
-			}
-		}
-	}
+	plans := proposed(t, p, []Config{{}, {Recompute: "all"}, {Sharding: "zero3"}}, "dp", "pipeline:pipedream", "pipeline:gpipe", "tensor")
 	const mb = 64
 	steps, extrapolated := 0, 0
 	for i, pl := range plans {
@@ -67,6 +50,31 @@ func TestExtrapolatedStepsAreSimulated(t *testing.T) {
 	if extrapolated < steps/2 || extrapolated < 10 {
 		t.Fatalf("%d of %d steps extrapolated, want most", extrapolated, steps)
 	}
+}
+
+// proposed is every plan the named strategies propose for p under each
+// configuration, in order.
+func proposed(t *testing.T, p *Problem, cfgs []Config, names ...string) []*sim.Plan {
+	t.Helper()
+	var plans []*sim.Plan
+	for _, cfg := range cfgs {
+		for _, name := range names {
+			s, err := New(name, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			props, err := s.Propose(context.Background(), p)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for _, pr := range props {
+				if pr.Plan != nil {
+					plans = append(plans, pr.Plan)
+				}
+			}
+		}
+	}
+	return plans
 }
 
 // sameFigures is "" when a (extrapolated) has b's figures, times within

@@ -1,7 +1,6 @@
 package strategy
 
 import (
-	"context"
 	"slices"
 	"testing"
 )
@@ -22,34 +21,22 @@ func TestComputeBoundNearPipelineSteps(t *testing.T) {
 	}
 	_, p := gpt2SmallTrainingOn8xA100(t, 64)
 	var ratios []float64
-	for _, cfg := range []Config{{}, {Recompute: "all"}, {Sharding: "zero2"}} {
-		for _, name := range []string{"pipeline:pipedream", "pipeline:gpipe", "tensor"} {
-			s, err := New(name, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			props, err := s.Propose(context.Background(), p)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			for _, pr := range props {
-				if pr.Plan == nil || pr.Plan.NumStages() < 2 {
-					continue
-				}
-				res, err := p.Simulate(pr.Plan)
-				if err != nil {
-					continue
-				}
-				lb, err := p.simulator.ComputeBound(pr.Plan)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if lb > res.Step*(1+1e-9) {
-					t.Errorf("%s: bound %g above the step %g", name, lb, res.Step)
-				}
-				ratios = append(ratios, lb/res.Step)
-			}
+	for _, pl := range proposed(t, p, []Config{{}, {Recompute: "all"}, {Sharding: "zero2"}}, "pipeline:pipedream", "pipeline:gpipe", "tensor") {
+		if pl.NumStages() < 2 {
+			continue
 		}
+		res, err := p.Simulate(pl)
+		if err != nil {
+			continue
+		}
+		lb, err := p.simulator.ComputeBound(pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lb > res.Step*(1+1e-9) {
+			t.Errorf("bound %g above the step %g", lb, res.Step)
+		}
+		ratios = append(ratios, lb/res.Step)
 	}
 	if len(ratios) < 10 {
 		t.Fatalf("%d pipelines simulated, want at least 10", len(ratios))
