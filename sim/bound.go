@@ -86,14 +86,14 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 	}
 	perRun := make([]float64, n) // one run and the recomputation before it
 	copy(perRun, one)
+	var segReaders [][]graph.OpID
 	if rc := s.rc; rc != nil {
-		for sg, ts := range rc.tensors {
+		segReaders = rc.backwardReaders(s)
+		for sg, readers := range segReaders {
 			first := graph.NoOp
-			for _, tn := range ts {
-				for _, c := range f.consumers[tn] {
-					if g.Ops[c].Phase == graph.Backward && (first == graph.NoOp || release[c] < release[first]) {
-						first = c
-					}
+			for _, c := range readers {
+				if first == graph.NoOp || release[c] < release[first] {
+					first = c
 				}
 			}
 			if first != graph.NoOp {
@@ -119,7 +119,7 @@ func (sm *Simulator) ComputeBound(p *Plan) (float64, error) {
 			most = max(most, release[op]+after)
 		}
 	}
-	most = max(most, s.slotBound(p.Schedule, one, perRun))
+	most = max(most, s.slotBound(p.Schedule, one, perRun, segReaders))
 	return max(most, s.streamBound(release, one, M)), nil
 }
 

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/opplace/opplace/graph"
 )
 
@@ -154,6 +156,24 @@ func (rc *recompute) isSaved(s *state, t graph.TensorID) bool {
 		}
 	}
 	return bwd
+}
+
+// backwardReaders lists, per segment, the backward ops that read its
+// saved tensors, each once, in the order of the tensors and their
+// consumers: one of them recomputes the segment's forward per
+// micro-batch (restore), the first to run.
+func (rc *recompute) backwardReaders(s *state) [][]graph.OpID {
+	out := make([][]graph.OpID, len(rc.tensors))
+	for sg, ts := range rc.tensors {
+		for _, t := range ts {
+			for _, c := range s.consumers[t] {
+				if s.g.Ops[c].Phase == graph.Backward && !slices.Contains(out[sg], c) {
+					out[sg] = append(out[sg], c)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // read counts forward op's read of saved tensor in (micro-batch mb),

@@ -24,15 +24,8 @@ type slots struct {
 // schedule numbers every stage's slots and assigns each task its slot.
 func (s *state) schedule(sched Schedule) {
 	S, M := len(s.stages), s.M
-	const fwd, bwd = 0, 1
-	s.nslots = M
-	if s.training {
-		s.nslots = 2 * M
-	}
-	slotIndex := make([][]int32, S)
-	for i := range slotIndex {
-		slotIndex[i] = SlotOrder(sched, s.training, S, i, M)
-	}
+	var slotIndex [][]int32
+	slotIndex, s.nslots = slotOrders(sched, s.training, S, M)
 	nd := s.nd
 	s.slot = make([]int32, len(s.taskOp))
 	s.remaining = make([]int32, nd*s.nslots)
@@ -46,15 +39,7 @@ func (s *state) schedule(sched Schedule) {
 		idx := slotIndex[st]
 		for k := s.taskBase[op]; k < s.taskBase[op+1]; k++ {
 			mb := int(k - s.taskBase[op])
-			var sl int32
-			switch {
-			case phase == graph.Update:
-				sl = int32(s.nslots - 1)
-			case phase == graph.Backward && s.training:
-				sl = idx[bwd*M+mb]
-			default:
-				sl = idx[fwd*M+mb]
-			}
+			sl := slotOf(phase, s.training, idx, M, s.nslots, mb)
 			s.slot[k] = sl
 			d := s.dev[op]
 			s.remaining[d*s.nslots+int(sl)]++
@@ -66,6 +51,37 @@ func (s *state) schedule(sched Schedule) {
 	}
 	for d := 0; d < nd; d++ {
 		s.advance(d)
+	}
+}
+
+// slotOrders is each of S stages' order of its slots (SlotOrder) in a
+// step of M micro-batches, and how many slots a device runs: M, or 2M
+// when training.
+func slotOrders(sched Schedule, training bool, S, M int) ([][]int32, int) {
+	orders := make([][]int32, S)
+	for i := range orders {
+		orders[i] = SlotOrder(sched, training, S, i, M)
+	}
+	if training {
+		return orders, 2 * M
+	}
+	return orders, M
+}
+
+// slotOf is the slot of a run for micro-batch mb of an op of the given
+// phase, in its stage's order idx of M micro-batches and nslots slots:
+// an update runs in the last slot, a backward op in its micro-batch's
+// backward pass, every other op in its forward pass (an op run once per
+// step, with the first micro-batch's).
+func slotOf(phase graph.Phase, training bool, idx []int32, M, nslots, mb int) int32 {
+	const fwd, bwd = 0, 1
+	switch {
+	case phase == graph.Update:
+		return int32(nslots - 1)
+	case phase == graph.Backward && training:
+		return idx[bwd*M+mb]
+	default:
+		return idx[fwd*M+mb]
 	}
 }
 

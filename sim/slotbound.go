@@ -33,17 +33,10 @@ import (
 // Transfers, other syncs and collectives, and the channels they share
 // are left out, which only lengthen the step. In a pipeline this is the
 // schedule's fill and drain, exact for uniform stages on free links.
-func (s *state) slotBound(sched Schedule, one, perRun []float64) float64 {
+func (s *state) slotBound(sched Schedule, one, perRun []float64, segReaders [][]graph.OpID) float64 {
 	g := s.g
-	S, M := len(s.stages), s.div
-	nslots := M
-	if s.training {
-		nslots = 2 * M
-	}
-	order := make([][]int32, S)
-	for i := range order {
-		order[i] = SlotOrder(sched, s.training, S, i, M)
-	}
+	M := s.div
+	order, nslots := slotOrders(sched, s.training, len(s.stages), M)
 	slotDev := make([]int32, s.nd) // the devices that run ops, numbered densely
 	for d := range slotDev {
 		slotDev[d] = -1
@@ -55,18 +48,9 @@ func (s *state) slotBound(sched Schedule, one, perRun []float64) float64 {
 			ndev++
 		}
 	}
-	node := func(op graph.OpID, mb int) int {
-		j := nslots - 1
-		switch o := &g.Ops[op]; {
-		case o.Phase == graph.Update:
-		case !s.perMB[op]:
-			j = int(order[s.opStage[op]][0])
-		case o.Phase == graph.Backward && s.training:
-			j = int(order[s.opStage[op]][M+mb])
-		default:
-			j = int(order[s.opStage[op]][mb])
-		}
-		return int(slotDev[s.dev[op]])*nslots + j
+	node := func(op graph.OpID, mb int) int { // an op run once per step: mb 0
+		j := slotOf(g.Ops[op].Phase, s.training, order[s.opStage[op]], M, nslots, mb)
+		return int(slotDev[s.dev[op]])*nslots + int(j)
 	}
 	nn := int(ndev) * nslots
 	work := make([]float64, nn)
@@ -83,7 +67,7 @@ func (s *state) slotBound(sched Schedule, one, perRun []float64) float64 {
 
 	// The ops that meet other devices: readers (whose writers are
 	// elsewhere) and writers (read elsewhere), with their writers.
-	b := newBorder(s, one)
+	b := newBorder(s, one, segReaders)
 	for op := range g.Ops {
 		o := graph.OpID(op)
 		for _, in := range s.inputs[op] {
@@ -242,19 +226,16 @@ type betweenRun struct {
 	w      float64
 }
 
-func newBorder(s *state, one []float64) *border {
-	b := &border{s: s, one: one, index: map[graph.OpID]int32{}, delay: make([]float64, len(s.g.Tensors))}
-	if rc := s.rc; rc != nil {
+// newBorder starts the border of s's plan; segReaders are the backward
+// readers of each recomputed segment (recompute.backwardReaders, nil
+// without recomputation).
+func newBorder(s *state, one []float64, segReaders [][]graph.OpID) *border {
+	b := &border{s: s, one: one, index: map[graph.OpID]int32{}, delay: make([]float64, len(s.g.Tensors)), segReaders: segReaders}
+	if segReaders != nil {
 		b.opSegs = make([][]int32, len(s.g.Ops))
-		b.segReaders = make([][]graph.OpID, len(rc.tensors))
-		for sg, ts := range rc.tensors {
-			for _, t := range ts {
-				for _, c := range s.consumers[t] {
-					if s.g.Ops[c].Phase == graph.Backward && !slices.Contains(b.opSegs[c], int32(sg)) {
-						b.opSegs[c] = append(b.opSegs[c], int32(sg))
-						b.segReaders[sg] = append(b.segReaders[sg], c)
-					}
-				}
+		for sg, readers := range segReaders {
+			for _, c := range readers {
+				b.opSegs[c] = append(b.opSegs[c], int32(sg))
 			}
 		}
 	}
